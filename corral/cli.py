@@ -1,0 +1,226 @@
+"""The ``corral`` command."""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import subprocess
+import sys
+import threading
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import click
+import sqlalchemy as sa
+from oslo_config import cfg
+
+from corral.core import config, migrations, services
+
+# Roles a process can take.  "all" serves every API and runs every
+# background worker; "api" only serves; the others run one service's
+# background work ("background" runs all of it).
+ROLES = ("all", "api", "background", "conductor", "compute")
+
+
+def conf_options(function: Callable[..., Any]) -> Callable[..., Any]:
+    function = click.option(
+        "--config-file",
+        "config_files",
+        multiple=True,
+        type=click.Path(dir_okay=False),
+        envvar="CORRAL_CONFIG_FILE",
+        help="INI configuration file (repeatable; later files win).",
+    )(function)
+    function = click.option(
+        "--data-dir",
+        type=click.Path(file_okay=False),
+        envvar="CORRAL_DATA_DIR",
+        help="Directory for local state and the embedded SQLite databases.",
+    )(function)
+    return function
+
+
+def load_conf(config_files: Sequence[str], data_dir: str | None) -> cfg.ConfigOpts:
+    try:
+        return config.make_conf(config_files, state_path=data_dir)
+    except (FileNotFoundError, cfg.Error) as error:
+        raise click.ClickException(str(error)) from error
+
+
+def setup_logging(conf: cfg.ConfigOpts) -> None:
+    logging.basicConfig(
+        level=logging.DEBUG if conf.debug else logging.INFO,
+        format="%(asctime)s %(process)d %(levelname)s %(name)s: %(message)s",
+    )
+
+
+class CorralGroup(click.Group):
+    """Adds each service's own command group lazily."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        extra = [module.NAME for module in services.load() if getattr(module, "cli", None)]
+        return sorted(set(super().list_commands(ctx)) | set(extra))
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        command = super().get_command(ctx, name)
+        if command is not None or name not in services.names():
+            return command
+        (module,) = services.load([name])
+        return getattr(module, "cli", None)
+
+
+@click.group(cls=CorralGroup)
+def main() -> None:
+    """Corral: Placement, Bare Metal and Compute with OpenStack's wire format."""
+
+
+# ----------------------------------------------------------------- db
+
+
+@main.group()
+def db() -> None:
+    """Database schema migrations."""
+
+
+def _targets(conf: cfg.ConfigOpts) -> list[tuple[migrations.MigrationTree, str]]:
+    targets = []
+    for module in services.load():
+        targets.extend(module.migration_targets(conf))
+    return targets
+
+
+def upgrade_all(conf: cfg.ConfigOpts, only_sqlite: bool = False) -> None:
+    from corral.core.db import create_engine
+
+    for tree, url in _targets(conf):
+        if only_sqlite and not url.startswith("sqlite"):
+            continue
+        engine = create_engine(url)
+        try:
+            migrations.upgrade(engine, tree)
+        finally:
+            engine.dispose()
+
+
+@db.command("upgrade")
+@conf_options
+def db_upgrade(config_files: Sequence[str], data_dir: str | None) -> None:
+    """Create or upgrade every database to the latest schema."""
+    conf = load_conf(config_files, data_dir)
+    try:
+        upgrade_all(conf)
+    except sa.exc.SQLAlchemyError as error:
+        raise click.ClickException(f"database upgrade failed: {error}") from error
+    click.echo("All databases are up to date.")
+
+
+@db.command("check")
+@conf_options
+def db_check(config_files: Sequence[str], data_dir: str | None) -> None:
+    """Exit non-zero unless every database is at the latest schema."""
+    from corral.core.db import create_engine
+
+    conf = load_conf(config_files, data_dir)
+    problems: list[str] = []
+    for tree, url in _targets(conf):
+        engine = create_engine(url)
+        try:
+            problems.extend(migrations.check(engine, tree))
+        except sa.exc.SQLAlchemyError as error:
+            problems.append(f"{tree.name}: cannot check: {error}")
+        finally:
+            engine.dispose()
+    for problem in problems:
+        click.echo(problem, err=True)
+    if problems:
+        sys.exit(1)
+    click.echo("All databases are up to date.")
+
+
+# -------------------------------------------------------------- serve
+
+
+def start_background(conf: cfg.ConfigOpts, role: str) -> list[Any]:
+    started: list[Any] = []
+    for module in services.load():
+        started.extend(module.start_background(conf, role))
+    return started
+
+
+def _announce(conf: cfg.ConfigOpts, host: str, port: int) -> None:
+    shown = "127.0.0.1" if host in ("0.0.0.0", "::") else host
+    for module in services.load():
+        click.echo(f"{module.NAME:>10}: http://{shown}:{port}{module.PREFIX}")
+    click.echo(f"state in {conf.state_path}", err=True)
+
+
+@main.command()
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
+@click.option("--port", default=6385, show_default=True, type=int, help="Port to listen on.")
+@click.option("--role", type=click.Choice(ROLES), default="all", show_default=True)
+@click.option("--workers", default=1, show_default=True, type=click.IntRange(1, 256), help="API worker processes.")
+@click.option("--threads", default=16, show_default=True, type=click.IntRange(1, 1024), help="Threads per API worker.")
+@click.option(
+    "--migrate/--no-migrate",
+    default=None,
+    help="Upgrade databases before starting (default: only embedded SQLite ones).",
+)
+@conf_options
+def serve(
+    host: str,
+    port: int,
+    role: str,
+    workers: int,
+    threads: int,
+    migrate: bool | None,
+    config_files: Sequence[str],
+    data_dir: str | None,
+) -> None:
+    """Run the services: APIs on one port and background workers."""
+    conf = load_conf(config_files, data_dir)
+    setup_logging(conf)
+    if migrate is not False:
+        upgrade_all(conf, only_sqlite=migrate is None)
+    if role not in ("all", "api"):
+        _run_background_only(conf, role)
+        return
+    helper = None
+    if role == "all" and workers > 1:
+        # Background work must run exactly once: in its own process.
+        helper = subprocess.Popen(
+            [sys.executable, "-m", "corral", "serve", "--role", "background", "--no-migrate"]
+            + [arg for path in config_files for arg in ("--config-file", path)]
+            + (["--data-dir", data_dir] if data_dir else [])
+        )
+    from corral.core import server, wsgi
+
+    in_worker = role == "all" and workers == 1
+    try:
+        server.run_gunicorn(
+            lambda: wsgi.all_in_one(conf),
+            bind=f"[{host}]:{port}" if ":" in host else f"{host}:{port}",
+            workers=workers,
+            threads=threads,
+            on_worker_start=(lambda: start_background(conf, "all")) if in_worker else None,
+            on_ready=lambda: _announce(conf, host, port),
+        )
+    finally:
+        if helper is not None:
+            helper.terminate()
+            helper.wait(timeout=30)
+
+
+def _run_background_only(conf: cfg.ConfigOpts, role: str) -> None:
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    signal.signal(signal.SIGINT, lambda *_: stop.set())
+    started = start_background(conf, role)
+    click.echo(f"running {role} background work ({len(started)} workers) as {conf.host}", err=True)
+    stop.wait()
+    for item in reversed(started):
+        item.stop()
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

@@ -1,0 +1,137 @@
+"""Configuration: one oslo.config ``ConfigOpts`` per process, built on demand.
+
+Options keep upstream names (``[placement_database] connection``,
+``[api] auth_strategy``, ``[conductor] automated_clean`` ...) so that an
+operator's existing files work.  oslo.config already reads environment
+overrides named ``OS_<GROUP>__<OPTION>`` (for example
+``OS_API__AUTH_STRATEGY=noauth2``); nothing here re-implements that.
+
+Nothing is registered at import time: :func:`make_conf` creates a fresh
+``ConfigOpts``, registers the core options and every service's options, and
+parses the given files.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Sequence
+
+from oslo_config import cfg
+
+DEFAULT_STATE_PATH = os.path.join(
+    os.environ.get("XDG_DATA_HOME") or os.path.expanduser("~/.local/share"), "corral"
+)
+
+CORE_OPTS = [
+    cfg.StrOpt(
+        "state_path",
+        default=DEFAULT_STATE_PATH,
+        help="Directory holding Corral's local state, including the embedded "
+        "SQLite databases used when no database URL is configured.",
+    ),
+    cfg.StrOpt(
+        "host",
+        default=os.uname().nodename,
+        sample_default="<hostname>",
+        help="Name of this host, used by conductors and compute services to "
+        "register themselves.",
+    ),
+    cfg.BoolOpt("debug", default=False, help="Log at DEBUG level."),
+]
+
+API_OPTS = [
+    cfg.StrOpt(
+        "auth_strategy",
+        default="noauth2",
+        choices=[
+            ("noauth2", "X-Auth-Token: user[:project]; user 'admin' is an admin"),
+            ("noauth", "No authentication; every request is an admin"),
+            ("http_basic", "HTTP basic auth against a bcrypt htpasswd file"),
+            ("keystone", "Keystone tokens through keystonemiddleware"),
+        ],
+        help="How API requests are authenticated.",
+    ),
+    cfg.StrOpt(
+        "http_basic_auth_user_file",
+        default="/etc/corral/htpasswd",
+        help="Apache-format htpasswd file with bcrypt hashes, used by the "
+        "http_basic strategy.",
+    ),
+    cfg.IntOpt(
+        "max_request_body_size",
+        default=114688,
+        min=1,
+        help="Largest request body accepted, in bytes; larger bodies get 413.",
+    ),
+    cfg.IntOpt(
+        "max_limit",
+        default=1000,
+        min=1,
+        help="The largest number of items a collection returns in one response.",
+    ),
+    cfg.StrOpt(
+        "public_endpoint",
+        help="Public URL prefix used in links instead of the request's own host.",
+    ),
+]
+
+DATABASE_TUNING_OPTS = [
+    cfg.IntOpt(
+        "sqlite_busy_timeout",
+        default=30,
+        min=1,
+        help="Seconds a SQLite writer waits for the write lock before retrying.",
+    ),
+    cfg.IntOpt("max_pool_size", default=10, min=1, help="Connections kept per engine."),
+    cfg.IntOpt("max_overflow", default=20, min=0, help="Extra connections allowed per engine."),
+    cfg.IntOpt(
+        "db_max_retries",
+        default=20,
+        min=0,
+        help="Times a transaction is retried after a deadlock or serialization failure.",
+    ),
+]
+
+
+def register_core_opts(conf: cfg.ConfigOpts) -> None:
+    conf.register_opts(CORE_OPTS)
+    conf.register_opts(API_OPTS, group="api")
+    conf.register_opts(DATABASE_TUNING_OPTS, group="corral_database")
+    from oslo_middleware import cors
+
+    conf.register_opts(cors.CORS_OPTS, group="cors")
+
+
+def make_conf(
+    config_files: Sequence[str] = (),
+    *,
+    state_path: str | None = None,
+    overrides: dict[str, dict[str, object]] | None = None,
+    services: Iterable[str] | None = None,
+) -> cfg.ConfigOpts:
+    """Build and parse a configuration object.
+
+    ``overrides`` maps group name ('DEFAULT' for the default group) to
+    option values; tests and the CLI use it instead of writing files.
+    """
+    from corral.core import services as service_registry
+
+    conf = cfg.ConfigOpts()
+    register_core_opts(conf)
+    for service in service_registry.load(services):
+        service.register_opts(conf)
+    missing = [path for path in config_files if not os.path.exists(path)]
+    if missing:
+        raise FileNotFoundError(f"configuration file not found: {', '.join(missing)}")
+    conf([], project="corral", default_config_files=list(config_files), validate_default_values=True)
+    if state_path:
+        conf.set_override("state_path", os.path.abspath(state_path))
+    for group, values in (overrides or {}).items():
+        for name, value in values.items():
+            conf.set_override(name, value, group=None if group == "DEFAULT" else group)
+    return conf
+
+
+def sqlite_url(conf: cfg.ConfigOpts, filename: str) -> str:
+    """URL of an embedded SQLite database under ``state_path``."""
+    return "sqlite:///" + os.path.join(conf.state_path, filename)

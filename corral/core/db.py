@@ -1,0 +1,219 @@
+"""Database engines and transactions (SQLAlchemy 2 Core).
+
+One :class:`Database` wraps one engine.  Writes go through
+:meth:`Database.write`, which runs a function inside one transaction and
+retries it, in this one place, when the database reports a deadlock, a
+serialization failure or (SQLite) a busy lock.  Reads use
+:meth:`Database.read`.
+
+SQLite is configured for concurrent use: WAL journal, a busy timeout, and
+``BEGIN IMMEDIATE`` for write transactions so that two writers queue on the
+write lock instead of failing half-way with "database is locked".
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import random
+import time
+from collections.abc import Callable, Iterator
+from typing import Any, TypeVar
+
+import sqlalchemy as sa
+from sqlalchemy import event, exc
+from sqlalchemy.engine import Connection, Engine
+
+LOG = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+# PostgreSQL SQLSTATEs and MySQL error numbers that mean "run it again".
+_PG_RETRY_STATES = {"40001", "40P01", "55P03"}
+_MYSQL_RETRY_ERRNOS = {1205, 1213, 1412}  # lock wait timeout, deadlock, table def changed
+_PG_UNIQUE_STATE = "23505"
+_MYSQL_DUPLICATE_ERRNO = 1062
+
+
+def normalize_url(url: str) -> str:
+    """Pick the drivers Corral ships with when a URL names none."""
+    if url.startswith("postgresql://") or url.startswith("postgres://"):
+        return "postgresql+psycopg://" + url.split("://", 1)[1]
+    if url.startswith("mysql://") or url.startswith("mariadb://"):
+        return "mysql+pymysql://" + url.split("://", 1)[1]
+    return url
+
+
+def create_engine(
+    url: str,
+    *,
+    pool_size: int = 10,
+    max_overflow: int = 20,
+    sqlite_busy_timeout: int = 30,
+    connect_timeout: float | None = None,
+    **kwargs: Any,
+) -> Engine:
+    url = normalize_url(url)
+    parsed = sa.engine.make_url(url)
+    backend = parsed.get_backend_name()
+    if backend == "sqlite":
+        return _create_sqlite_engine(parsed, sqlite_busy_timeout, **kwargs)
+    connect_args: dict[str, Any] = dict(kwargs.pop("connect_args", {}))
+    if connect_timeout is not None:
+        connect_args["connect_timeout"] = max(1, int(connect_timeout))
+    if backend == "mysql" and parsed.query.get("charset") is None:
+        parsed = parsed.update_query_dict({"charset": "utf8mb4"})
+    return sa.create_engine(
+        parsed,
+        pool_size=pool_size,
+        max_overflow=max_overflow,
+        pool_pre_ping=True,
+        pool_recycle=3600,
+        isolation_level="READ COMMITTED",
+        connect_args=connect_args,
+        **kwargs,
+    )
+
+
+def _create_sqlite_engine(parsed: sa.URL, busy_timeout: int, **kwargs: Any) -> Engine:
+    database = parsed.database or ""
+    in_memory = database in ("", ":memory:")
+    if not in_memory:
+        os.makedirs(os.path.dirname(os.path.abspath(database)) or ".", exist_ok=True)
+    engine = sa.create_engine(
+        parsed,
+        connect_args={"timeout": busy_timeout, "check_same_thread": False},
+        poolclass=sa.pool.StaticPool if in_memory else sa.pool.QueuePool,
+        **({} if in_memory else {"pool_size": 8, "max_overflow": 32}),
+        **kwargs,
+    )
+
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_connection: Any, _record: Any) -> None:
+        # Let SQLAlchemy (below) decide when transactions begin instead of
+        # the sqlite3 module's implicit, deferred BEGIN.
+        dbapi_connection.isolation_level = None
+        cursor = dbapi_connection.cursor()
+        cursor.execute(f"PRAGMA busy_timeout = {busy_timeout * 1000}")
+        if not in_memory:
+            cursor.execute("PRAGMA journal_mode = WAL")
+            cursor.execute("PRAGMA synchronous = NORMAL")
+        cursor.execute("PRAGMA foreign_keys = ON")
+        cursor.close()
+
+    @event.listens_for(engine, "begin")
+    def _on_begin(conn: Connection) -> None:
+        mode = conn.get_execution_options().get("sqlite_begin", "DEFERRED")
+        conn.exec_driver_sql(f"BEGIN {mode}")
+
+    return engine
+
+
+def is_retriable(error: BaseException) -> bool:
+    """Deadlock, serialization failure or a lock that timed out."""
+    if not isinstance(error, exc.DBAPIError):
+        return False
+    orig = error.orig
+    sqlstate = getattr(orig, "sqlstate", None) or getattr(orig, "pgcode", None)
+    if sqlstate in _PG_RETRY_STATES:
+        return True
+    args = getattr(orig, "args", ())
+    if args and isinstance(args[0], int) and args[0] in _MYSQL_RETRY_ERRNOS:
+        return True
+    message = str(orig).lower()
+    return "database is locked" in message or "database table is locked" in message
+
+
+def is_duplicate(error: BaseException) -> bool:
+    """A unique-constraint violation."""
+    if not isinstance(error, exc.IntegrityError):
+        return False
+    orig = error.orig
+    if (getattr(orig, "sqlstate", None) or getattr(orig, "pgcode", None)) == _PG_UNIQUE_STATE:
+        return True
+    args = getattr(orig, "args", ())
+    if args and args[0] == _MYSQL_DUPLICATE_ERRNO:
+        return True
+    return "unique constraint failed" in str(orig).lower()
+
+
+def is_connection_error(error: BaseException) -> bool:
+    """The database could not be reached at all."""
+    if isinstance(error, exc.DBAPIError) and error.connection_invalidated:
+        return True
+    if isinstance(error, (exc.OperationalError, exc.InterfaceError, exc.TimeoutError)):
+        return not is_retriable(error)
+    return False
+
+
+class Database:
+    """One database: an engine, a read path and a retried write path."""
+
+    def __init__(self, engine: Engine, *, max_retries: int = 20) -> None:
+        self.engine = engine
+        self.backend = engine.dialect.name
+        self.max_retries = max_retries
+        self._writer = engine.execution_options(sqlite_begin="IMMEDIATE")
+
+    @classmethod
+    def from_url(cls, url: str, *, max_retries: int = 20, **engine_kwargs: Any) -> Database:
+        return cls(create_engine(url, **engine_kwargs), max_retries=max_retries)
+
+    @contextlib.contextmanager
+    def read(self) -> Iterator[Connection]:
+        """A read-only transaction (deferred on SQLite: no write lock)."""
+        with self.engine.connect() as conn:
+            with conn.begin():
+                yield conn
+
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[Connection]:
+        """One write transaction, without retries (see :meth:`write`)."""
+        with self._writer.begin() as conn:
+            yield conn
+
+    def write(self, work: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        """Run ``work(conn, *args, **kwargs)`` in one write transaction.
+
+        The whole transaction is retried on deadlocks, serialization
+        failures and busy locks, so ``work`` must not have side effects
+        outside the database.
+        """
+        attempt = 0
+        while True:
+            try:
+                with self._writer.begin() as conn:
+                    return work(conn, *args, **kwargs)
+            except exc.DBAPIError as error:
+                if not is_retriable(error) or attempt >= self.max_retries:
+                    raise
+                attempt += 1
+                delay = min(0.5, 0.005 * (2 ** min(attempt, 7))) * random.uniform(0.5, 1.5)
+                LOG.debug("retrying transaction after %s (attempt %d)", error.orig, attempt)
+                time.sleep(delay)
+
+    def dispose(self) -> None:
+        self.engine.dispose()
+
+
+def database_from_conf(conf: Any, url: str, **engine_kwargs: Any) -> Database:
+    tuning = conf.corral_database
+    return Database.from_url(
+        url,
+        max_retries=tuning.db_max_retries,
+        pool_size=tuning.max_pool_size,
+        max_overflow=tuning.max_overflow,
+        sqlite_busy_timeout=tuning.sqlite_busy_timeout,
+        **engine_kwargs,
+    )
+
+
+def truncate_all(database: Database, metadata: sa.MetaData) -> None:
+    """Empty every table of ``metadata`` (used by tests between cases)."""
+
+    def _truncate(conn: Connection) -> None:
+        for table in reversed(metadata.sorted_tables):
+            conn.execute(table.delete())
+
+    database.write(_truncate)

@@ -1,0 +1,99 @@
+"""Serving WSGI applications.
+
+:func:`run_gunicorn` runs an application under gunicorn inside the
+``corral serve`` process (gthread workers; background work started in the
+worker after it forks, so database pools and threads are never shared across
+a fork).  :class:`ThreadedServer` is a small threaded server on the standard
+library's ``wsgiref`` that runs in a background thread; tests and tools use
+it to serve an application in-process.
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+import socketserver
+import threading
+from collections.abc import Callable
+from typing import Any
+from wsgiref import simple_server
+
+LOG = logging.getLogger(__name__)
+
+
+class _QuietHandler(simple_server.WSGIRequestHandler):
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib name
+        LOG.debug("%s - %s", self.address_string(), format % args)
+
+
+class _ThreadingWSGIServer(socketserver.ThreadingMixIn, simple_server.WSGIServer):
+    daemon_threads = True
+    allow_reuse_address = True
+    request_queue_size = 128
+
+
+class ThreadedServer:
+    """Serve ``app`` on ``host:port`` (port 0 picks a free one) in a thread."""
+
+    def __init__(self, app: Callable[..., Any], host: str = "127.0.0.1", port: int = 0) -> None:
+        self._server = simple_server.make_server(
+            host, port, app, server_class=_ThreadingWSGIServer, handler_class=_QuietHandler
+        )
+        self.host = host
+        self.port = self._server.server_address[1]
+        self._thread = threading.Thread(target=self._server.serve_forever, name=f"wsgi:{self.port}", daemon=True)
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    def start(self) -> ThreadedServer:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join(timeout=5)
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket() as sock:
+        sock.bind((host, 0))
+        return sock.getsockname()[1]
+
+
+def run_gunicorn(
+    app_factory: Callable[[], Callable[..., Any]],
+    *,
+    bind: str,
+    workers: int = 1,
+    threads: int = 16,
+    on_worker_start: Callable[[], list[Any]] | None = None,
+    on_ready: Callable[[], None] | None = None,
+) -> None:
+    """Run the application under gunicorn in this process (blocks)."""
+    from gunicorn.app.base import BaseApplication
+
+    background: list[Any] = []
+
+    class _Application(BaseApplication):
+        def load_config(self) -> None:
+            self.cfg.set("bind", bind)
+            self.cfg.set("workers", workers)
+            self.cfg.set("threads", threads)
+            self.cfg.set("worker_class", "gthread")
+            self.cfg.set("timeout", 120)
+            self.cfg.set("graceful_timeout", 10)
+            self.cfg.set("keepalive", 5)
+            self.cfg.set("accesslog", None)
+            if on_worker_start is not None:
+                self.cfg.set("post_worker_init", lambda _worker: background.extend(on_worker_start()))
+                self.cfg.set("worker_exit", lambda _arbiter, _worker: [item.stop() for item in background])
+            if on_ready is not None:
+                self.cfg.set("when_ready", lambda _arbiter: on_ready())
+
+        def load(self) -> Callable[..., Any]:
+            return app_factory()
+
+    _Application().run()

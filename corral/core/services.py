@@ -1,0 +1,40 @@
+"""The services this process can run, loaded by name when needed.
+
+Each entry names a module that provides:
+
+``NAME``, ``PREFIX``
+    The service's name and its path prefix in the all-in-one server.
+``register_opts(conf)``
+    Register the service's configuration options.
+``migration_targets(conf)``
+    ``[(MigrationTree, url), ...]``: the databases the service owns.
+``make_app(conf)``
+    The service's own WSGI application, serving at its own root.
+``start_background(conf, role)``
+    Start background work (conductors, periodic tasks) for ``role`` and
+    return objects with a ``stop()`` method.
+``cli`` (optional)
+    A click group added to the ``corral`` command under ``NAME``.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Iterable
+from types import ModuleType
+
+SERVICE_MODULES: dict[str, str] = {
+    "placement": "corral.placement.service",
+}
+
+
+def names() -> list[str]:
+    return list(SERVICE_MODULES)
+
+
+def load(selected: Iterable[str] | None = None) -> list[ModuleType]:
+    wanted = list(SERVICE_MODULES) if selected is None else list(selected)
+    unknown = [name for name in wanted if name not in SERVICE_MODULES]
+    if unknown:
+        raise ValueError(f"unknown service(s): {', '.join(unknown)}")
+    return [importlib.import_module(SERVICE_MODULES[name]) for name in wanted]

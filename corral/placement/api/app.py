@@ -1,0 +1,45 @@
+"""Build Placement's WSGI application."""
+
+from __future__ import annotations
+
+import falcon
+from oslo_config import cfg
+
+from corral.core import auth, errors
+from corral.core.db import database_from_conf
+from corral.core.http import HttpService, build_app
+from corral.core.policy import Enforcer
+from corral.placement import conf as placement_conf
+from corral.placement.api import policies
+from corral.placement.api.errors import format_error
+from corral.placement.api.routes import ROUTES
+from corral.placement.api.state import PlacementState
+from corral.placement.microversions import SPEC
+
+
+def _version_error(error: errors.VersionNotAcceptable) -> errors.ApiError:
+    if error.malformed:
+        return errors.BadRequest(f"invalid version string: {error.requested}")
+    return error
+
+
+def build_state(conf: cfg.ConfigOpts) -> PlacementState:
+    return PlacementState(
+        conf=conf,
+        db=database_from_conf(conf, placement_conf.database_url(conf)),
+        policy=Enforcer(conf, policies.rules()),
+    )
+
+
+def make_app(conf: cfg.ConfigOpts, state: PlacementState | None = None) -> falcon.App:
+    if state is None:
+        state = build_state(conf)
+    service = HttpService(
+        name="placement",
+        versions=SPEC,
+        format_error=format_error,
+        authenticate=auth.make_authenticator(conf),
+        max_body_size=conf.api.max_request_body_size,
+        on_version_error=_version_error,
+    )
+    return build_app(service, ROUTES, state)

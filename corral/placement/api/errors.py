@@ -1,0 +1,78 @@
+"""Placement's error codes and error body.
+
+Error code constants are part of the wire contract: each string appears
+once here and is never reused for a different condition.  The body is
+``{"errors": [{"status", "title", "detail", "code", "request_id"}]}``;
+``code`` appears from microversion 1.23.  ``detail`` starts with the same
+generic explanation per status that upstream's clients see.
+"""
+
+from __future__ import annotations
+
+import falcon
+import orjson
+
+from corral.core import errors
+
+# ------------------------------------------------------------ error codes
+DEFAULT = "placement.undefined_code"
+INVENTORY_INUSE = "placement.inventory.inuse"
+CONCURRENT_UPDATE = "placement.concurrent_update"
+DUPLICATE_NAME = "placement.duplicate_name"
+PROVIDER_IN_USE = "placement.resource_provider.inuse"
+PROVIDER_CANNOT_DELETE_PARENT = "placement.resource_provider.cannot_delete_parent"
+RESOURCE_PROVIDER_NOT_FOUND = "placement.resource_provider.not_found"
+ILLEGAL_DUPLICATE_QUERYPARAM = "placement.query.duplicate_key"
+QUERYPARAM_BAD_VALUE = "placement.query.bad_value"
+QUERYPARAM_MISSING_VALUE = "placement.query.missing_value"
+
+# The code attribute appears in error bodies from this microversion on.
+CODE_MICROVERSION = (1, 23)
+
+# Generic explanations per status, as upstream's bodies begin with them.
+_EXPLANATIONS = {
+    400: "The server could not comply with the request since it is either malformed or otherwise incorrect.",
+    401: "This server could not verify that you are authorized to access the document you requested. "
+    "Either you supplied the wrong credentials (e.g., bad password), or your browser does not understand "
+    "how to supply the credentials required.",
+    403: "Access was denied to this resource.",
+    404: "The resource could not be found.",
+    405: "The method specified is not allowed for this resource.",
+    406: "The resource could not be generated that was acceptable to your browser.",
+    409: "There was a conflict when trying to complete your request.",
+    413: "The body of your request was too large for this server.",
+    415: "The request media type is not supported by this server.",
+    500: "The server has either erred or is incapable of performing the requested operation.",
+    503: "The server is currently unavailable. Please try again at a later time.",
+}
+
+
+def detail_text(status: int, message: str) -> str:
+    explanation = _EXPLANATIONS.get(status, "")
+    if not message:
+        return explanation
+    if not explanation:
+        return message
+    return f"{explanation}\n\n {message}  "
+
+
+def format_error(req: falcon.Request, error: errors.ApiError) -> tuple[bytes, str]:
+    context = req.context
+    if error.status == 401:
+        # noauth2/keystone refusals keep the legacy shape upstream sends.
+        body = {"message": detail_text(401, error.message), "code": "401 Unauthorized", "title": "Unauthorized"}
+        return orjson.dumps(body), falcon.MEDIA_JSON
+    entry: dict[str, object] = {
+        "status": error.status,
+        "title": error.title,
+        "detail": detail_text(error.status, error.message),
+    }
+    if context.version is not None and context.version >= CODE_MICROVERSION:
+        entry["code"] = error.code or DEFAULT
+    entry["request_id"] = context.request_id
+    if isinstance(error, errors.VersionNotAcceptable):
+        from corral.placement.microversions import VERSIONS
+
+        entry["max_version"] = VERSIONS[-1]
+        entry["min_version"] = VERSIONS[0]
+    return orjson.dumps({"errors": [entry]}), falcon.MEDIA_JSON

@@ -1,0 +1,70 @@
+"""Shared fixtures: database backends, throw-away databases, configuration.
+
+Tests that take the ``backend`` fixture (directly or through another
+fixture) run once per selected backend: ``--backends`` or
+``CORRAL_TEST_BACKENDS`` (default ``sqlite,postgresql,mysql``).  A backend
+whose server cannot be reached is skipped with the reason, unless
+``CORRAL_TEST_REQUIRE_BACKENDS=1`` (as CI sets), which turns that into a
+failure.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.support.databases import BACKENDS, DatabaseFactory, server_unavailable_reason
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--backends",
+        default=os.environ.get("CORRAL_TEST_BACKENDS", ",".join(BACKENDS)),
+        help="Comma-separated database backends to run database tests on.",
+    )
+
+
+def selected_backends(config: pytest.Config) -> list[str]:
+    chosen = [name.strip() for name in config.getoption("--backends").split(",") if name.strip()]
+    unknown = [name for name in chosen if name not in BACKENDS]
+    if unknown:
+        raise pytest.UsageError(f"unknown backend(s): {', '.join(unknown)}")
+    return chosen
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "backend" in metafunc.fixturenames:
+        metafunc.parametrize("backend", selected_backends(metafunc.config), indirect=True, scope="session")
+
+
+_REASONS: dict[str, str | None] = {}
+
+
+@pytest.fixture(scope="session")
+def backend(request: pytest.FixtureRequest) -> str:
+    name: str = request.param
+    if name not in _REASONS:
+        _REASONS[name] = server_unavailable_reason(name)
+    reason = _REASONS[name]
+    if reason is not None:
+        if os.environ.get("CORRAL_TEST_REQUIRE_BACKENDS") == "1":
+            pytest.fail(reason)
+        pytest.skip(reason)
+    return name
+
+
+@pytest.fixture(scope="session")
+def database_factory(backend: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[DatabaseFactory]:
+    factory = DatabaseFactory(backend, tmp_path_factory.mktemp(f"db-{backend}"))
+    yield factory
+    factory.cleanup()
+
+
+@pytest.fixture
+def data_dir(tmp_path: Path) -> Path:
+    path = tmp_path / "state"
+    path.mkdir()
+    return path
