@@ -87,6 +87,10 @@ def run_gunicorn(
             self.cfg.set("graceful_timeout", 10)
             self.cfg.set("keepalive", 5)
             self.cfg.set("accesslog", None)
+            if "control_socket_disable" in self.cfg.settings:
+                # Several corral processes may run on one host; a shared
+                # default control socket path would collide.
+                self.cfg.set("control_socket_disable", True)
             if on_worker_start is not None:
                 self.cfg.set("post_worker_init", lambda _worker: background.extend(on_worker_start()))
                 self.cfg.set("worker_exit", lambda _arbiter, _worker: [item.stop() for item in background])
