@@ -98,8 +98,11 @@ def register_core_opts(conf: cfg.ConfigOpts) -> None:
     conf.register_opts(API_OPTS, group="api")
     conf.register_opts(DATABASE_TUNING_OPTS, group="corral_database")
     from oslo_middleware import cors
+    from oslo_policy import opts as policy_opts
 
     conf.register_opts(cors.CORS_OPTS, group="cors")
+    # [oslo_policy] policy_file, enforce_new_defaults, ...
+    policy_opts.set_defaults(conf)
 
 
 def make_conf(

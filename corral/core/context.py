@@ -39,6 +39,8 @@ class RequestContext:
             "project_id": self.project_id,
             "roles": list(self.roles),
             "system_scope": self.system_scope,
+            # oslo.policy reads the token's scope from "system".
+            "system": self.system_scope,
             "domain_id": self.domain_id,
             "is_admin": self.is_admin,
             "is_admin_project": True,

@@ -95,7 +95,6 @@ class _Resource:
     """A Falcon resource dispatching to :class:`Endpoint` s by microversion."""
 
     def __init__(self, service: HttpService, route: Route, state: Any) -> None:
-        self.public = route.public
         self._service = service
         self._endpoints: dict[str, tuple[Endpoint, ...]] = {}
         for method, spec in route.methods.items():
@@ -131,8 +130,11 @@ class _Resource:
 
 
 class _Middleware:
-    def __init__(self, service: HttpService) -> None:
+    def __init__(self, service: HttpService, public_paths: frozenset[str]) -> None:
         self._service = service
+        # Authentication happens before routing (as upstream's middleware
+        # does), so unknown paths need a token too; only these are open.
+        self._public_paths = public_paths
 
     def process_request(self, req: falcon.Request, resp: falcon.Response) -> None:
         incoming = req.get_header("X-OpenStack-Request-Id")
@@ -145,15 +147,11 @@ class _Middleware:
             if service.on_version_error is not None:
                 raise service.on_version_error(error) from None
             raise
+        if req.path not in self._public_paths:
+            service.authenticate(req)
         length = req.content_length
         if length is not None and length > service.max_body_size:
             raise errors.PayloadTooLarge("Request is too large.")
-
-    def process_resource(
-        self, req: falcon.Request, resp: falcon.Response, resource: Any, params: dict[str, Any]
-    ) -> None:
-        if resource is not None and not getattr(resource, "public", False):
-            self._service.authenticate(req)
 
     def process_response(
         self, req: falcon.Request, resp: falcon.Response, resource: Any, req_succeeded: bool
@@ -172,9 +170,16 @@ def build_app(service: HttpService, routes: Iterable[Route], state: Any = None) 
     schemas...), every handler is called as ``handler(state, req, resp,
     **params)``; otherwise as ``handler(req, resp, **params)``.
     """
+    routes = list(routes)
+    public_paths = set()
+    for route in routes:
+        if route.public:
+            if "{" in route.path:
+                raise ValueError(f"public routes must be static paths: {route.path}")
+            public_paths.update({route.path, route.path.rstrip("/") or "/", route.path.rstrip("/") + "/"})
     app = falcon.App(
         request_type=Request,
-        middleware=[_Middleware(service)],
+        middleware=[_Middleware(service, frozenset(public_paths))],
         cors_enable=False,
     )
     app.req_options.strip_url_path_trailing_slash = service.strip_trailing_slash

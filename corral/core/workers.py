@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import futurist
-from futurist import periodics, rejection
+from futurist import periodics
 
 LOG = logging.getLogger(__name__)
 
@@ -27,19 +27,32 @@ class PoolFull(Exception):
 
 
 class WorkerPool:
+    """At most ``size`` tasks run and ``backlog`` more wait; beyond that, PoolFull."""
+
     def __init__(self, size: int, *, backlog: int = 0, name: str = "workers") -> None:
         self.size = size
         self.name = name
-        self._executor = futurist.ThreadPoolExecutor(
-            max_workers=size, check_and_reject=rejection.reject_when_reached(backlog)
-        )
+        # Counts running plus queued tasks; the executor's own backlog check
+        # would also count a task that is queued only until an idle worker
+        # picks it up.
+        self._slots = threading.BoundedSemaphore(size + backlog)
+        self._executor = futurist.ThreadPoolExecutor(max_workers=size)
 
     def submit(self, work: Callable[..., Any], *args: Any, **kwargs: Any) -> Future[Any]:
+        if not self._slots.acquire(blocking=False):
+            raise PoolFull(f"{self.name}: all {self.size} workers are busy")
         try:
-            future = self._executor.submit(_logged, work, *args, **kwargs)
-        except futurist.RejectedSubmission:
-            raise PoolFull(f"{self.name}: all {self.size} workers are busy") from None
-        return future
+            return self._executor.submit(self._run, work, *args, **kwargs)
+        except BaseException:
+            self._slots.release()
+            raise
+
+    def _run(self, work: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        # The slot is free again before the caller can see the result.
+        try:
+            return _logged(work, *args, **kwargs)
+        finally:
+            self._slots.release()
 
     def stop(self, wait: bool = True) -> None:
         self._executor.shutdown(wait=wait)
