@@ -1,10 +1,14 @@
-"""Placement's route table."""
+"""Placement's route table.
+
+Each handler module declares its own ``ROUTES``; this table is their
+concatenation, in a fixed order.
+"""
 
 from __future__ import annotations
 
 from corral.core.http import Route
 from corral.placement.api.handlers import root
 
-ROUTES = [
-    Route("/", {"GET": root.home}, public=True),
+ROUTES: list[Route] = [
+    *root.ROUTES,
 ]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import falcon
 
-from corral.core.http import send_json
+from corral.core.http import Route, send_json
 from corral.placement.api.state import PlacementState
 from corral.placement.microversions import VERSIONS
 
@@ -19,3 +19,6 @@ def home(state: PlacementState, req: falcon.Request, resp: falcon.Response) -> N
         "links": [{"rel": "self", "href": ""}],
     }
     send_json(resp, {"versions": [version]})
+
+
+ROUTES = [Route("/", {"GET": home}, public=True)]
