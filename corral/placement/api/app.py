@@ -13,6 +13,7 @@ from corral.placement import conf as placement_conf
 from corral.placement.api import policies
 from corral.placement.api.errors import format_error
 from corral.placement.api.routes import ROUTES
+from corral.placement.api.schemas import compile_all
 from corral.placement.api.state import PlacementState
 from corral.placement.microversions import SPEC
 
@@ -28,6 +29,7 @@ def build_state(conf: cfg.ConfigOpts) -> PlacementState:
         conf=conf,
         db=database_from_conf(conf, placement_conf.database_url(conf)),
         policy=Enforcer(conf, policies.rules()),
+        schemas=compile_all(),
     )
 
 

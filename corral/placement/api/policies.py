@@ -9,9 +9,11 @@ from __future__ import annotations
 
 from oslo_policy import policy
 
-from corral.core.policy import LEGACY_ADMIN, SYSTEM_ADMIN, SYSTEM_READER
+from corral.core.policy import LEGACY_ADMIN
 
 ADMIN_API = "admin_api"
+# Upstream's current defaults: project-scoped admins and service users.
+ADMIN_OR_SERVICE = "role:admin or role:service"
 
 _DEPRECATED_ADMIN = policy.DeprecatedRule(
     name=ADMIN_API, check_str=LEGACY_ADMIN, deprecated_reason="Placement now supports scoped RBAC roles.",
@@ -25,24 +27,71 @@ def _rule(name: str, check_str: str, description: str, operations: list[tuple[st
         check_str=check_str,
         description=description,
         operations=[{"method": method, "path": path} for method, path in operations],
-        scope_types=["system", "project"] if "project" in check_str else ["system"],
+        scope_types=["project"],
         deprecated_rule=_DEPRECATED_ADMIN,
     )
+
+
+# (rule, read-only?, description, operations): upstream's names.
+_RULES = [
+    ("placement:resource_providers:list", True, "List resource providers.", [("GET", "/resource_providers")]),
+    ("placement:resource_providers:create", False, "Create resource provider.", [("POST", "/resource_providers")]),
+    ("placement:resource_providers:show", True, "Show resource provider.", [("GET", "/resource_providers/{uuid}")]),
+    ("placement:resource_providers:update", False, "Update resource provider.", [("PUT", "/resource_providers/{uuid}")]),
+    ("placement:resource_providers:delete", False, "Delete resource provider.",
+     [("DELETE", "/resource_providers/{uuid}")]),
+    ("placement:resource_providers:inventories:list", True, "List resource provider inventories.",
+     [("GET", "/resource_providers/{uuid}/inventories")]),
+    ("placement:resource_providers:inventories:create", False, "Create one resource provider inventory.",
+     [("POST", "/resource_providers/{uuid}/inventories")]),
+    ("placement:resource_providers:inventories:show", True, "Show resource provider inventory.",
+     [("GET", "/resource_providers/{uuid}/inventories/{resource_class}")]),
+    ("placement:resource_providers:inventories:update", False, "Update resource provider inventory.",
+     [("PUT", "/resource_providers/{uuid}/inventories"),
+      ("PUT", "/resource_providers/{uuid}/inventories/{resource_class}")]),
+    ("placement:resource_providers:inventories:delete", False, "Delete resource provider inventory.",
+     [("DELETE", "/resource_providers/{uuid}/inventories"),
+      ("DELETE", "/resource_providers/{uuid}/inventories/{resource_class}")]),
+    ("placement:resource_classes:list", True, "List resource classes.", [("GET", "/resource_classes")]),
+    ("placement:resource_classes:create", False, "Create resource class.", [("POST", "/resource_classes")]),
+    ("placement:resource_classes:show", True, "Show resource class.", [("GET", "/resource_classes/{name}")]),
+    ("placement:resource_classes:update", False, "Update resource class.", [("PUT", "/resource_classes/{name}")]),
+    ("placement:resource_classes:delete", False, "Delete resource class.",
+     [("DELETE", "/resource_classes/{name}")]),
+    ("placement:resource_providers:aggregates:list", True, "List resource provider aggregates.",
+     [("GET", "/resource_providers/{uuid}/aggregates")]),
+    ("placement:resource_providers:aggregates:update", False, "Update resource provider aggregates.",
+     [("PUT", "/resource_providers/{uuid}/aggregates")]),
+    ("placement:resource_providers:usages", True, "List resource provider usages.",
+     [("GET", "/resource_providers/{uuid}/usages")]),
+    ("placement:usages", True, "List total resource usages for a given project.", [("GET", "/usages")]),
+    ("placement:traits:list", True, "List traits.", [("GET", "/traits")]),
+    ("placement:traits:show", True, "Show trait.", [("GET", "/traits/{name}")]),
+    ("placement:traits:update", False, "Update trait.", [("PUT", "/traits/{name}")]),
+    ("placement:traits:delete", False, "Delete trait.", [("DELETE", "/traits/{name}")]),
+    ("placement:resource_providers:traits:list", True, "List resource provider traits.",
+     [("GET", "/resource_providers/{uuid}/traits")]),
+    ("placement:resource_providers:traits:update", False, "Update resource provider traits.",
+     [("PUT", "/resource_providers/{uuid}/traits")]),
+    ("placement:resource_providers:traits:delete", False, "Remove any traits from a resource provider.",
+     [("DELETE", "/resource_providers/{uuid}/traits")]),
+    ("placement:allocations:manage", False, "Manage allocations.", [("POST", "/allocations")]),
+    ("placement:allocations:list", True, "List allocations.", [("GET", "/allocations/{consumer_uuid}")]),
+    ("placement:allocations:update", False, "Update allocations.", [("PUT", "/allocations/{consumer_uuid}")]),
+    ("placement:allocations:delete", False, "Delete allocations.", [("DELETE", "/allocations/{consumer_uuid}")]),
+    ("placement:resource_providers:allocations:list", True, "List resource provider allocations.",
+     [("GET", "/resource_providers/{uuid}/allocations")]),
+    ("placement:allocation_candidates:list", True, "List allocation candidates.",
+     [("GET", "/allocation_candidates")]),
+    ("placement:reshaper:reshape", False, "Reshape Inventory and Allocations.", [("POST", "/reshaper")]),
+]
 
 
 def rules() -> list[policy.RuleDefault]:
     return [
         policy.RuleDefault(ADMIN_API, LEGACY_ADMIN, description="Default rule for most placement APIs."),
-        _rule(
-            "placement:resource_providers:list",
-            SYSTEM_READER,
-            "List resource providers.",
-            [("GET", "/resource_providers")],
-        ),
-        _rule(
-            "placement:resource_providers:create",
-            SYSTEM_ADMIN,
-            "Create resource provider.",
-            [("POST", "/resource_providers")],
+        *(
+            _rule(name, ADMIN_OR_SERVICE, description, operations)
+            for name, reads, description, operations in _RULES
         ),
     ]

@@ -7,8 +7,9 @@ concatenation, in a fixed order.
 from __future__ import annotations
 
 from corral.core.http import Route
-from corral.placement.api.handlers import root
+from corral.placement.api.handlers import resource_providers, root
 
 ROUTES: list[Route] = [
     *root.ROUTES,
+    *resource_providers.ROUTES,
 ]

@@ -1,0 +1,152 @@
+"""/resource_providers: create, list, show, update, delete."""
+
+from __future__ import annotations
+
+import uuid as uuidlib
+from typing import Any
+
+import falcon
+from sqlalchemy.engine import Connection
+
+from corral.core import errors
+from corral.core.http import Route, send_empty
+from corral.placement.api import util
+from corral.placement.api.schemas import resource_providers as schemas
+from corral.placement.api.state import PlacementState
+from corral.placement.db import providers
+from corral.placement.db.providers import Provider
+
+# Microversions that change this resource.
+LINK_AGGREGATES = (1, 1)
+LINK_TRAITS = (1, 6)
+LINK_ALLOCATIONS = (1, 11)
+NESTED = (1, 14)
+POST_RETURNS_BODY = (1, 20)
+REPARENT = (1, 37)
+
+
+def provider_body(req: falcon.Request, provider: Provider) -> dict[str, Any]:
+    base = f"/resource_providers/{provider.uuid}"
+    context = req.context
+    links = [
+        {"rel": "self", "href": util.url(req, base)},
+        {"rel": "inventories", "href": util.url(req, base + "/inventories")},
+        {"rel": "usages", "href": util.url(req, base + "/usages")},
+    ]
+    if context.at_least(*LINK_AGGREGATES):
+        links.append({"rel": "aggregates", "href": util.url(req, base + "/aggregates")})
+    if context.at_least(*LINK_TRAITS):
+        links.append({"rel": "traits", "href": util.url(req, base + "/traits")})
+    if context.at_least(*LINK_ALLOCATIONS):
+        links.append({"rel": "allocations", "href": util.url(req, base + "/allocations")})
+    body: dict[str, Any] = {"uuid": provider.uuid, "name": provider.name, "generation": provider.generation}
+    if context.at_least(*NESTED):
+        body["parent_provider_uuid"] = provider.parent_uuid
+        body["root_provider_uuid"] = provider.root_uuid
+    body["links"] = links
+    return body
+
+
+def _query_schema(state: PlacementState, version: tuple[int, int]) -> util.QuerySchema:
+    band = max(v for v in schemas.LIST_QUERY_VERSIONS if v <= version)
+    key = f"resource_providers.list_query.{band}"
+    validator = state.cache.get(key)
+    if validator is None:
+        validator = state.cache[key] = util.QuerySchema(schemas.list_query(band))
+    return validator
+
+
+def list_providers(state: PlacementState, req: falcon.Request, resp: falcon.Response) -> None:
+    util.authorize(state, req, "placement:resource_providers:list")
+    version = (req.context.version.major, req.context.version.minor)
+    params = util.query_params(req)
+    repeatable = ("member_of",) if version >= (1, 24) else ()
+    single = util.single_values(params, repeatable)
+    _query_schema(state, version).validate(single)
+    with state.db.read() as conn:
+        found = providers.list_providers(
+            conn, name=single.get("name"), uuid=single.get("uuid"), in_tree=single.get("in_tree")
+        )
+    body = {"resource_providers": [provider_body(req, provider) for provider in found]}
+    util.send_cacheable(req, resp, body, util.newest(*(p.modified for p in found)))
+
+
+def _parent(conn: Connection, parent_uuid: str | None) -> Provider | None:
+    if parent_uuid is None:
+        return None
+    parent = providers.get(conn, parent_uuid)
+    if parent is None:
+        raise errors.BadRequest(f"The parent provider UUID {parent_uuid} does not exist.")
+    return parent
+
+
+def create_provider(state: PlacementState, req: falcon.Request, resp: falcon.Response) -> None:
+    util.authorize(state, req, "placement:resource_providers:create")
+    body = util.json_body(state, req, state.schema("resource_providers.post"))
+    new_uuid = body.get("uuid") or str(uuidlib.uuid4())
+    now = util.utcnow()
+
+    def work(conn: Connection) -> Provider:
+        parent = _parent(conn, body.get("parent_provider_uuid"))
+        providers.create(conn, uuid=new_uuid, name=body["name"], parent=parent, now=now)
+        return providers.get_or_404(conn, new_uuid)
+
+    created = state.db.write(work)
+    resp.set_header("location", util.url(req, f"/resource_providers/{created.uuid}"))
+    if req.context.at_least(*POST_RETURNS_BODY):
+        util.send_cacheable(req, resp, provider_body(req, created), created.modified)
+    else:
+        send_empty(resp, 201)
+
+
+def show_provider(state: PlacementState, req: falcon.Request, resp: falcon.Response, uuid: str) -> None:
+    util.authorize(state, req, "placement:resource_providers:show")
+    with state.db.read() as conn:
+        provider = providers.get_or_404(conn, uuid)
+    util.send_cacheable(req, resp, provider_body(req, provider), provider.modified)
+
+
+def _check_parent_change(req: falcon.Request, provider: Provider, parent: Provider | None) -> None:
+    if req.context.at_least(*REPARENT) or provider.parent_id is None:
+        return
+    if parent is None:
+        raise errors.BadRequest("un-parenting a provider is not currently allowed.")
+    raise errors.BadRequest("re-parenting a provider is not currently allowed.")
+
+
+def update_provider(state: PlacementState, req: falcon.Request, resp: falcon.Response, uuid: str) -> None:
+    util.authorize(state, req, "placement:resource_providers:update")
+    body = util.json_body(state, req, state.schema("resource_providers.put"))
+    now = util.utcnow()
+
+    def work(conn: Connection) -> Provider:
+        provider = providers.get_or_404(conn, uuid)
+        if body["name"] != provider.name:
+            providers.rename(conn, provider, body["name"], now)
+        if "parent_provider_uuid" in body and body["parent_provider_uuid"] != provider.parent_uuid:
+            parent = _parent(conn, body["parent_provider_uuid"])
+            _check_parent_change(req, provider, parent)
+            providers.set_parent(conn, provider, parent, now)
+        return providers.get_or_404(conn, uuid)
+
+    updated = state.db.write(work)
+    util.send_cacheable(req, resp, provider_body(req, updated), updated.modified)
+
+
+def delete_provider(state: PlacementState, req: falcon.Request, resp: falcon.Response, uuid: str) -> None:
+    util.authorize(state, req, "placement:resource_providers:delete")
+
+    def work(conn: Connection) -> None:
+        providers.delete(conn, providers.get_or_404(conn, uuid))
+
+    state.db.write(work)
+    send_empty(resp)
+
+
+ROUTES = [
+    Route("/resource_providers", {"GET": list_providers, "POST": create_provider}),
+    Route(
+        "/resource_providers/{uuid}",
+        {"GET": show_provider, "PUT": update_provider, "DELETE": delete_provider},
+    ),
+]

@@ -1,0 +1,15 @@
+"""Placement's request schemas, compiled once when the application is built."""
+
+from __future__ import annotations
+
+from corral.core.schema import VersionedSchema
+
+
+def compile_all() -> dict[str, VersionedSchema]:
+    from corral.placement.api.schemas import resource_providers
+
+    bands = {
+        "resource_providers.post": resource_providers.POST,
+        "resource_providers.put": resource_providers.PUT,
+    }
+    return {name: VersionedSchema(band) for name, band in bands.items()}
