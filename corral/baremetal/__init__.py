@@ -1,0 +1,1 @@
+"""Bare Metal: nodes, drivers and conductors, wire-compatible with OpenStack Ironic."""

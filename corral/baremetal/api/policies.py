@@ -1,0 +1,37 @@
+"""Bare Metal policy rules (upstream names).
+
+Defaults are admin-only; projects reach nodes they own or lease through
+the owner/lessee rules, as upstream's project-scoped defaults allow.
+"""
+
+from __future__ import annotations
+
+from oslo_policy import policy
+
+ADMIN = "role:admin"
+OWNER_OR_LESSEE = "role:admin or project_id:%(node.owner)s or project_id:%(node.lessee)s"
+
+
+def _rule(name: str, check_str: str, description: str) -> policy.RuleDefault:
+    return policy.RuleDefault(name=name, check_str=check_str, description=description)
+
+
+def rules() -> list[policy.RuleDefault]:
+    return [
+        _rule("baremetal:node:create", ADMIN, "Create a node."),
+        _rule("baremetal:node:list", "role:admin or role:reader", "List nodes."),
+        _rule("baremetal:node:get", OWNER_OR_LESSEE, "Show a node."),
+        _rule("baremetal:node:update", ADMIN, "Update a node."),
+        _rule("baremetal:node:delete", ADMIN, "Delete a node."),
+        _rule("baremetal:node:set_provision_state", ADMIN, "Change a node's provision state."),
+        _rule("baremetal:node:set_power_state", ADMIN, "Change a node's power state."),
+        _rule("baremetal:node:set_maintenance", ADMIN, "Put a node in or out of maintenance."),
+        _rule("baremetal:node:traits:list", OWNER_OR_LESSEE, "List a node's traits."),
+        _rule("baremetal:node:traits:set", ADMIN, "Set a node's traits."),
+        _rule("baremetal:node:traits:delete", ADMIN, "Remove a node's traits."),
+        _rule("baremetal:node:get_states", OWNER_OR_LESSEE, "Show a node's states."),
+        _rule("baremetal:node:clean_steps:get", ADMIN, "List a node's clean steps."),
+        _rule("baremetal:node:bios:get", OWNER_OR_LESSEE, "Show a node's BIOS settings."),
+        _rule("baremetal:driver:get", ADMIN, "List and show drivers."),
+        _rule("baremetal:conductor:get", ADMIN, "List and show conductors."),
+    ]

@@ -1,0 +1,108 @@
+"""Bare Metal configuration options (upstream Ironic names)."""
+
+from __future__ import annotations
+
+from oslo_config import cfg
+
+from corral.core.config import sqlite_url
+
+DATABASE_OPTS = [
+    cfg.StrOpt(
+        "connection",
+        secret=True,
+        help="Database URL for Bare Metal; an embedded SQLite file under state_path when unset.",
+    ),
+]
+
+DEFAULT_OPTS = [
+    cfg.ListOpt(
+        "enabled_hardware_types",
+        default=["fake-hardware", "redfish"],
+        help="Hardware types conductors load and advertise.",
+    ),
+]
+
+CONDUCTOR_OPTS = [
+    cfg.BoolOpt(
+        "automated_clean",
+        default=True,
+        deprecated_name="clean_nodes",
+        deprecated_group="conductor",
+        help="Run automated cleaning when a node is made available (provide) and when an "
+        "instance is torn down. Manual cleaning is available either way.",
+    ),
+    cfg.IntOpt("heartbeat_interval", default=10, min=1, help="Seconds between conductor heartbeats."),
+    cfg.IntOpt(
+        "heartbeat_timeout",
+        default=60,
+        min=2,
+        help="A conductor whose last heartbeat is older than this many seconds is considered dead; "
+        "its nodes move to the other conductors.",
+    ),
+    cfg.IntOpt("workers_pool_size", default=100, min=1, help="Long-running tasks a conductor runs at once."),
+    cfg.IntOpt(
+        "workers_backlog",
+        default=0,
+        min=0,
+        help="Tasks that may wait for a free worker; beyond that the API answers 503.",
+    ),
+    cfg.IntOpt(
+        "sync_power_state_interval",
+        default=60,
+        help="Seconds between power state synchronisations with the hardware (0 disables).",
+    ),
+    cfg.IntOpt(
+        "check_provision_state_interval",
+        default=60,
+        help="Seconds between checks for nodes stuck in a transient state (0 disables).",
+    ),
+    cfg.IntOpt(
+        "clean_callback_timeout",
+        default=1800,
+        min=0,
+        help="Seconds a node may stay in 'clean wait' before cleaning fails (0: no limit).",
+    ),
+    cfg.StrOpt("conductor_group", default="", help="Group of this conductor (nodes with the same group)."),
+    cfg.IntOpt(
+        "node_locked_retry_attempts",
+        default=3,
+        min=0,
+        help="Times to retry taking a node lock held by another task before answering 409.",
+    ),
+    cfg.FloatOpt("node_locked_retry_interval", default=0.2, min=0, help="Seconds between node lock retries."),
+]
+
+JSON_RPC_OPTS = [
+    cfg.StrOpt("host_ip", default="127.0.0.1", help="Address the conductor's JSON-RPC server listens on."),
+    cfg.PortOpt("port", default=8089, help="Port of the conductor's JSON-RPC server (0 picks a free one)."),
+    cfg.FloatOpt("timeout", default=60, help="Seconds an API waits for a conductor's JSON-RPC answer."),
+]
+
+API_OPTS = [
+    cfg.StrOpt("public_endpoint", help="Public URL prefix for links in Bare Metal responses."),
+]
+
+FAKE_OPTS = [
+    cfg.FloatOpt("power_delay", default=0, min=0, help="Seconds the fake power interface takes per action."),
+    cfg.FloatOpt("bios_delay", default=0, min=0, help="Seconds each fake BIOS clean step takes."),
+    cfg.FloatOpt("vendor_delay", default=0, min=0, help="Seconds the fake vendor clean step takes."),
+]
+
+REDFISH_OPTS = [
+    cfg.IntOpt("connection_attempts", default=5, min=1, help="Attempts to reach a Redfish BMC."),
+    cfg.IntOpt("connection_retry_interval", default=1, min=0, help="Seconds between attempts."),
+]
+
+
+def register_opts(conf: cfg.ConfigOpts) -> None:
+    conf.register_opts(DATABASE_OPTS, group="baremetal_database")
+    conf.register_opts(DEFAULT_OPTS)
+    conf.register_opts(CONDUCTOR_OPTS, group="conductor")
+    conf.register_opts(JSON_RPC_OPTS, group="json_rpc")
+    conf.register_opts(API_OPTS, group="baremetal_api")
+    conf.register_opts(FAKE_OPTS, group="fake")
+    conf.register_opts(REDFISH_OPTS, group="redfish")
+
+
+def database_url(conf: cfg.ConfigOpts) -> str:
+    return conf.baremetal_database.connection or sqlite_url(conf, "baremetal.sqlite")

@@ -1,0 +1,144 @@
+"""Bare Metal tables (SQLAlchemy Core).
+
+JSON-valued node attributes (``driver_info``, ``instance_info``,
+``properties`` ...) are stored as JSON text and decoded in
+:mod:`corral.baremetal.db.nodes`, which keeps the schema identical on every
+backend.  ``reservation`` holds the host name of the conductor that has the
+node locked (see :mod:`corral.baremetal.conductor.locks`).
+"""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+from sqlalchemy.dialects import mysql
+
+metadata = sa.MetaData(
+    naming_convention={
+        "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+        "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+        "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+        "pk": "pk_%(table_name)s",
+    }
+)
+
+# Microsecond precision everywhere (MySQL's DATETIME drops it by default).
+Timestamp = sa.DateTime().with_variant(mysql.DATETIME(fsp=6), "mysql")
+
+
+def _json(name: str) -> sa.Column:
+    return sa.Column(name, sa.Text, nullable=True)
+
+
+def _timestamps() -> list[sa.Column]:
+    return [sa.Column("created_at", Timestamp, nullable=True), sa.Column("updated_at", Timestamp, nullable=True)]
+
+
+# Driver interfaces a node names, one column each (upstream's names).
+INTERFACE_FIELDS = (
+    "bios_interface",
+    "boot_interface",
+    "console_interface",
+    "deploy_interface",
+    "firmware_interface",
+    "inspect_interface",
+    "management_interface",
+    "network_interface",
+    "power_interface",
+    "raid_interface",
+    "rescue_interface",
+    "storage_interface",
+    "vendor_interface",
+)
+
+conductors = sa.Table(
+    "conductors",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True),
+    sa.Column("hostname", sa.String(255), nullable=False, unique=True),
+    sa.Column("drivers", sa.Text, nullable=True),
+    sa.Column("online", sa.Boolean, nullable=False, default=True),
+    sa.Column("conductor_group", sa.String(255), nullable=False, server_default=""),
+    # Where the conductor answers JSON-RPC calls ("http://host:port").
+    sa.Column("rpc_address", sa.String(255), nullable=True),
+    *_timestamps(),
+)
+
+conductor_hardware_interfaces = sa.Table(
+    "conductor_hardware_interfaces",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True),
+    sa.Column("conductor_id", sa.Integer, sa.ForeignKey("conductors.id", ondelete="CASCADE"), nullable=False),
+    sa.Column("hardware_type", sa.String(255), nullable=False),
+    sa.Column("interface_type", sa.String(16), nullable=False),
+    sa.Column("interface_name", sa.String(255), nullable=False),
+    sa.Column("default", sa.Boolean, nullable=False, default=False),
+    *_timestamps(),
+    sa.UniqueConstraint("conductor_id", "hardware_type", "interface_type", "interface_name"),
+)
+
+nodes = sa.Table(
+    "nodes",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True),
+    sa.Column("uuid", sa.String(36), nullable=False, unique=True),
+    sa.Column("name", sa.String(255), nullable=True, unique=True),
+    sa.Column("description", sa.Text, nullable=True),
+    sa.Column("driver", sa.String(255), nullable=False),
+    _json("driver_info"),
+    _json("driver_internal_info"),
+    _json("properties"),
+    _json("extra"),
+    _json("instance_info"),
+    sa.Column("instance_uuid", sa.String(36), nullable=True, unique=True),
+    # The allocation holding this node (the allocations table arrives later).
+    sa.Column("allocation_id", sa.Integer, nullable=True),
+    # Conductor that last deployed the node (conductors.id); informational.
+    sa.Column("conductor_affinity", sa.Integer, nullable=True),
+    sa.Column("conductor_group", sa.String(255), nullable=False, server_default=""),
+    sa.Column("reservation", sa.String(255), nullable=True),
+    sa.Column("power_state", sa.String(15), nullable=True),
+    sa.Column("target_power_state", sa.String(15), nullable=True),
+    sa.Column("provision_state", sa.String(15), nullable=False),
+    sa.Column("target_provision_state", sa.String(15), nullable=True),
+    sa.Column("provision_updated_at", Timestamp, nullable=True),
+    sa.Column("last_error", sa.Text, nullable=True),
+    sa.Column("maintenance", sa.Boolean, nullable=False, default=False),
+    sa.Column("maintenance_reason", sa.Text, nullable=True),
+    sa.Column("fault", sa.String(255), nullable=True),
+    sa.Column("console_enabled", sa.Boolean, nullable=False, default=False),
+    _json("clean_step"),
+    _json("deploy_step"),
+    _json("raid_config"),
+    _json("target_raid_config"),
+    sa.Column("resource_class", sa.String(80), nullable=True),
+    sa.Column("automated_clean", sa.Boolean, nullable=True),
+    sa.Column("protected", sa.Boolean, nullable=False, default=False),
+    sa.Column("protected_reason", sa.Text, nullable=True),
+    sa.Column("owner", sa.String(255), nullable=True),
+    sa.Column("lessee", sa.String(255), nullable=True),
+    sa.Column("retired", sa.Boolean, nullable=False, default=False),
+    sa.Column("retired_reason", sa.Text, nullable=True),
+    sa.Column("inspection_started_at", Timestamp, nullable=True),
+    sa.Column("inspection_finished_at", Timestamp, nullable=True),
+    *(sa.Column(name, sa.String(255), nullable=True) for name in INTERFACE_FIELDS),
+    *_timestamps(),
+    sa.Index(None, "provision_state"),
+    sa.Index(None, "reservation"),
+)
+
+node_traits = sa.Table(
+    "node_traits",
+    metadata,
+    sa.Column("node_id", sa.Integer, sa.ForeignKey("nodes.id", ondelete="CASCADE"), primary_key=True),
+    sa.Column("trait", sa.String(255), primary_key=True),
+    *_timestamps(),
+)
+
+bios_settings = sa.Table(
+    "bios_settings",
+    metadata,
+    sa.Column("node_id", sa.Integer, sa.ForeignKey("nodes.id", ondelete="CASCADE"), primary_key=True),
+    sa.Column("name", sa.String(255), primary_key=True),
+    sa.Column("value", sa.Text, nullable=True),
+    *_timestamps(),
+)

@@ -1,0 +1,33 @@
+"""Bare Metal as a Corral service (see corral.core.services)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from oslo_config import cfg
+
+from corral.baremetal import conf as baremetal_conf
+from corral.core.migrations import MigrationTree
+
+NAME = "baremetal"
+PREFIX = "/baremetal"
+
+
+def register_opts(conf: cfg.ConfigOpts) -> None:
+    baremetal_conf.register_opts(conf)
+
+
+def migration_targets(conf: cfg.ConfigOpts) -> list[tuple[MigrationTree, str]]:
+    from corral.baremetal.db.schema import TREE
+
+    return [(TREE, baremetal_conf.database_url(conf))]
+
+
+def make_app(conf: cfg.ConfigOpts) -> Any:
+    from corral.baremetal.api.app import make_app as build
+
+    return build(conf)
+
+
+def start_background(conf: cfg.ConfigOpts, role: str) -> list[Any]:
+    return []

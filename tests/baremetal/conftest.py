@@ -1,0 +1,69 @@
+"""Bare Metal served over real HTTP on a real database, once per backend."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from oslo_config import cfg
+
+from corral.baremetal.api.app import build_state, make_app
+from corral.baremetal.db.schema import TREE
+from corral.baremetal.db.tables import metadata
+from corral.core import config, migrations
+from corral.core.db import create_engine, truncate_all
+from corral.core.server import ThreadedServer
+from tests.support.databases import DatabaseFactory
+from tests.support.http import ApiClient
+
+
+def make_test_conf(tmp_dir: str, url_db: str, **overrides: dict[str, object]) -> cfg.ConfigOpts:
+    values: dict[str, dict[str, object]] = {
+        "baremetal_database": {"connection": url_db},
+        "api": {"auth_strategy": "noauth2"},
+        "DEFAULT": {"host": "test-conductor"},
+    }
+    for group, options in overrides.items():
+        values.setdefault(group, {}).update(options)
+    return config.make_conf(state_path=tmp_dir, overrides=values)
+
+
+class BaremetalServer:
+    def __init__(self, database_factory: DatabaseFactory, tmp_dir: str) -> None:
+        self.url_db = database_factory.new_url("baremetal")
+        self.conf = make_test_conf(tmp_dir, self.url_db)
+        engine = create_engine(self.url_db)
+        migrations.upgrade(engine, TREE)
+        engine.dispose()
+        self.state = build_state(self.conf)
+        self.app = make_app(self.conf, self.state)
+        self.server = ThreadedServer(self.app).start()
+        self.url = self.server.url
+
+    def client(self, version: str | None = "latest", token: str | None = "admin") -> ApiClient:
+        headers = {}
+        if token is not None:
+            headers["X-Auth-Token"] = token
+        if version is not None:
+            headers["X-OpenStack-Ironic-API-Version"] = version
+        return ApiClient(self.url, headers)
+
+    def stop(self) -> None:
+        self.server.stop()
+        self.state.db.dispose()
+
+
+@pytest.fixture(scope="session")
+def baremetal_server(
+    database_factory: DatabaseFactory, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[BaremetalServer]:
+    server = BaremetalServer(database_factory, str(tmp_path_factory.mktemp("baremetal")))
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def baremetal(baremetal_server: BaremetalServer) -> BaremetalServer:
+    """The session's server with every table emptied before the test."""
+    truncate_all(baremetal_server.state.db, metadata)
+    return baremetal_server
