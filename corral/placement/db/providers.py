@@ -119,20 +119,26 @@ def list_providers(
 
 def create(conn: Connection, *, uuid: str, name: str, parent: Provider | None, now: datetime.datetime) -> None:
     """Insert a provider; duplicate names and uuids are 409s."""
+    _raise_if_taken(conn, uuid, name)
     try:
-        # INSERT INTO resource_providers (uuid, name, generation, parent_provider_id, root_provider_id, created_at)
-        new_id = conn.execute(
-            resource_providers.insert().values(
-                uuid=uuid, name=name, generation=0,
-                parent_provider_id=parent.id if parent else None,
-                root_provider_id=parent.root_id if parent else None,
-                created_at=now,
-            )
-        ).inserted_primary_key[0]
+        # A savepoint keeps the transaction usable (PostgreSQL) if a
+        # concurrent request took the name or uuid in the meantime.
+        with conn.begin_nested():
+            # INSERT INTO resource_providers (uuid, name, generation, parent_provider_id,
+            #                                 root_provider_id, created_at) VALUES (...)
+            new_id = conn.execute(
+                resource_providers.insert().values(
+                    uuid=uuid, name=name, generation=0,
+                    parent_provider_id=parent.id if parent else None,
+                    root_provider_id=parent.root_id if parent else None,
+                    created_at=now,
+                )
+            ).inserted_primary_key[0]
     except sa.exc.IntegrityError as error:
         if not is_duplicate(error):
             raise
-        _raise_duplicate(conn, uuid, name)
+        _raise_if_taken(conn, uuid, name)
+        raise errors.Conflict(f"Conflicting resource provider {name} ({uuid}) already exists.") from None
     if parent is None:
         # A root is its own root.
         # UPDATE resource_providers SET root_provider_id = id WHERE id = :id
@@ -141,21 +147,30 @@ def create(conn: Connection, *, uuid: str, name: str, parent: Provider | None, n
         )
 
 
-def _raise_duplicate(conn: Connection, uuid: str, name: str) -> None:
-    # SELECT 1 FROM resource_providers WHERE uuid = :uuid
-    if conn.execute(sa.select(resource_providers.c.id).where(resource_providers.c.uuid == uuid)).first():
+def _raise_if_taken(conn: Connection, uuid: str, name: str) -> None:
+    # SELECT uuid, name FROM resource_providers WHERE uuid = :uuid OR name = :name
+    rows = conn.execute(
+        sa.select(resource_providers.c.uuid, resource_providers.c.name).where(
+            sa.or_(resource_providers.c.uuid == uuid, resource_providers.c.name == name)
+        )
+    ).all()
+    if any(row.uuid == uuid for row in rows):
         raise errors.Conflict(f"Conflicting resource provider uuid: {uuid} already exists.")
-    raise errors.Conflict(
+    if rows:
+        raise errors.Conflict(
         f"Conflicting resource provider name: {name} already exists.", code=codes.DUPLICATE_NAME
     )
 
 
 def rename(conn: Connection, provider: Provider, name: str, now: datetime.datetime) -> None:
     try:
-        # UPDATE resource_providers SET name = :name, updated_at = :now WHERE id = :id
-        conn.execute(
-            resource_providers.update().where(resource_providers.c.id == provider.id).values(name=name, updated_at=now)
-        )
+        with conn.begin_nested():
+            # UPDATE resource_providers SET name = :name, updated_at = :now WHERE id = :id
+            conn.execute(
+                resource_providers.update()
+                .where(resource_providers.c.id == provider.id)
+                .values(name=name, updated_at=now)
+            )
     except sa.exc.IntegrityError as error:
         if not is_duplicate(error):
             raise
@@ -259,6 +274,14 @@ def delete(conn: Connection, provider: Provider) -> None:
     for table in (inventories, resource_provider_traits, resource_provider_aggregates):
         # DELETE FROM <table> WHERE resource_provider_id = :id
         conn.execute(table.delete().where(table.c.resource_provider_id == provider.id))
+    # MySQL refuses to delete a row that references itself (a root), so
+    # the self-reference goes first.
+    # UPDATE resource_providers SET root_provider_id = NULL WHERE id = :id AND generation = :generation
+    conn.execute(
+        resource_providers.update()
+        .where(resource_providers.c.id == provider.id, resource_providers.c.generation == provider.generation)
+        .values(root_provider_id=None)
+    )
     # DELETE FROM resource_providers WHERE id = :id AND generation = :generation
     deleted = conn.execute(
         resource_providers.delete().where(
