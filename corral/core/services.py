@@ -25,6 +25,7 @@ from types import ModuleType
 
 SERVICE_MODULES: dict[str, str] = {
     "placement": "corral.placement.service",
+    "compute": "corral.compute.service",
     "baremetal": "corral.baremetal.service",
 }
 

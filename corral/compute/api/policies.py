@@ -1,0 +1,120 @@
+"""Compute's policy rules: upstream names and (secure-RBAC) defaults.
+
+``os_compute_api:servers:create:cell_down`` is not an upstream rule: it
+comes from the down-cell design (refuse a boot while the project has live
+servers in a cell that cannot be reached) and defaults to admins only.
+"""
+
+from __future__ import annotations
+
+from oslo_policy import policy
+
+ADMIN_API = "admin_api"
+ADMIN = "role:admin"
+PROJECT_READER_OR_ADMIN = "(role:reader and project_id:%(project_id)s) or role:admin"
+PROJECT_MEMBER_OR_ADMIN = "(role:member and project_id:%(project_id)s) or role:admin"
+ANY = "@"
+
+# Rule names used by the handlers.
+SERVERS_INDEX = "os_compute_api:servers:index"
+SERVERS_DETAIL = "os_compute_api:servers:detail"
+SERVERS_INDEX_ALL_TENANTS = "os_compute_api:servers:index:get_all_tenants"
+SERVERS_DETAIL_ALL_TENANTS = "os_compute_api:servers:detail:get_all_tenants"
+SERVERS_ALLOW_ALL_FILTERS = "os_compute_api:servers:allow_all_filters"
+SERVERS_SHOW = "os_compute_api:servers:show"
+SERVERS_SHOW_HOST_STATUS = "os_compute_api:servers:show:host_status"
+SERVERS_SHOW_FLAVOR_EXTRA_SPECS = "os_compute_api:servers:show:flavor-extra-specs"
+SERVERS_CREATE = "os_compute_api:servers:create"
+SERVERS_CREATE_CELL_DOWN = "os_compute_api:servers:create:cell_down"
+SERVERS_CREATE_FORCED_HOST = "os_compute_api:servers:create:forced_host"
+SERVERS_DELETE = "os_compute_api:servers:delete"
+EXTENDED_SERVER_ATTRIBUTES = "os_compute_api:os-extended-server-attributes"
+DEFERRED_DELETE_RESTORE = "os_compute_api:os-deferred-delete:restore"
+DEFERRED_DELETE_FORCE = "os_compute_api:os-deferred-delete:force"
+SERVICES_LIST = "os_compute_api:os-services:list"
+SERVICES_UPDATE = "os_compute_api:os-services:update"
+SERVICES_DELETE = "os_compute_api:os-services:delete"
+FLAVOR_CREATE = "os_compute_api:os-flavor-manage:create"
+FLAVOR_UPDATE = "os_compute_api:os-flavor-manage:update"
+FLAVOR_DELETE = "os_compute_api:os-flavor-manage:delete"
+FLAVOR_EXTRA_SPECS_INDEX = "os_compute_api:os-flavor-extra-specs:index"
+FLAVOR_EXTRA_SPECS_SHOW = "os_compute_api:os-flavor-extra-specs:show"
+FLAVOR_EXTRA_SPECS_CREATE = "os_compute_api:os-flavor-extra-specs:create"
+FLAVOR_EXTRA_SPECS_UPDATE = "os_compute_api:os-flavor-extra-specs:update"
+FLAVOR_EXTRA_SPECS_DELETE = "os_compute_api:os-flavor-extra-specs:delete"
+LIMITS = "os_compute_api:limits"
+LIMITS_OTHER_PROJECT = "os_compute_api:limits:other_project"
+QUOTA_SHOW = "os_compute_api:os-quota-sets:show"
+QUOTA_DETAIL = "os_compute_api:os-quota-sets:detail"
+QUOTA_DEFAULTS = "os_compute_api:os-quota-sets:defaults"
+QUOTA_UPDATE = "os_compute_api:os-quota-sets:update"
+QUOTA_DELETE = "os_compute_api:os-quota-sets:delete"
+AGGREGATES_INDEX = "os_compute_api:os-aggregates:index"
+AGGREGATES_CREATE = "os_compute_api:os-aggregates:create"
+AGGREGATES_SHOW = "os_compute_api:os-aggregates:show"
+AGGREGATES_UPDATE = "os_compute_api:os-aggregates:update"
+AGGREGATES_DELETE = "os_compute_api:os-aggregates:delete"
+AGGREGATES_ADD_HOST = "os_compute_api:os-aggregates:add_host"
+AGGREGATES_REMOVE_HOST = "os_compute_api:os-aggregates:remove_host"
+AGGREGATES_SET_METADATA = "os_compute_api:os-aggregates:set_metadata"
+HYPERVISORS_LIST = "os_compute_api:os-hypervisors:list"
+
+_DEFAULTS: list[tuple[str, str, str]] = [
+    (SERVERS_INDEX, PROJECT_READER_OR_ADMIN, "List servers."),
+    (SERVERS_DETAIL, PROJECT_READER_OR_ADMIN, "List servers with details."),
+    (SERVERS_INDEX_ALL_TENANTS, ADMIN, "List servers of all projects."),
+    (SERVERS_DETAIL_ALL_TENANTS, ADMIN, "List servers of all projects with details."),
+    (SERVERS_ALLOW_ALL_FILTERS, ADMIN, "Use every filter when listing servers."),
+    (SERVERS_SHOW, PROJECT_READER_OR_ADMIN, "Show a server."),
+    (SERVERS_SHOW_HOST_STATUS, ADMIN, "Show host_status in servers."),
+    (SERVERS_SHOW_FLAVOR_EXTRA_SPECS, PROJECT_READER_OR_ADMIN, "Show flavor extra specs in servers."),
+    (SERVERS_CREATE, PROJECT_MEMBER_OR_ADMIN, "Create a server."),
+    (SERVERS_CREATE_CELL_DOWN, "rule:" + ADMIN_API,
+     "Create a server while the project has servers in a cell that cannot be reached "
+     "(their usage cannot be counted against quota)."),
+    (SERVERS_CREATE_FORCED_HOST, ADMIN, "Create a server on a given host."),
+    (SERVERS_DELETE, PROJECT_MEMBER_OR_ADMIN, "Delete a server."),
+    (EXTENDED_SERVER_ATTRIBUTES, ADMIN, "Show OS-EXT-SRV-ATTR attributes in servers."),
+    (DEFERRED_DELETE_RESTORE, PROJECT_MEMBER_OR_ADMIN, "Restore a soft-deleted server."),
+    (DEFERRED_DELETE_FORCE, PROJECT_MEMBER_OR_ADMIN, "Delete a soft-deleted server at once."),
+    (SERVICES_LIST, ADMIN, "List services."),
+    (SERVICES_UPDATE, ADMIN, "Enable, disable or force down services."),
+    (SERVICES_DELETE, ADMIN, "Delete a service."),
+    (FLAVOR_CREATE, ADMIN, "Create a flavor."),
+    (FLAVOR_UPDATE, ADMIN, "Update a flavor's description."),
+    (FLAVOR_DELETE, ADMIN, "Delete a flavor."),
+    (FLAVOR_EXTRA_SPECS_INDEX, PROJECT_READER_OR_ADMIN, "List a flavor's extra specs."),
+    (FLAVOR_EXTRA_SPECS_SHOW, PROJECT_READER_OR_ADMIN, "Show one extra spec."),
+    (FLAVOR_EXTRA_SPECS_CREATE, ADMIN, "Create extra specs."),
+    (FLAVOR_EXTRA_SPECS_UPDATE, ADMIN, "Update an extra spec."),
+    (FLAVOR_EXTRA_SPECS_DELETE, ADMIN, "Delete an extra spec."),
+    (LIMITS, ANY, "Show rate and absolute limits of the caller's project."),
+    (LIMITS_OTHER_PROJECT, ADMIN, "Show the limits of another project."),
+    (QUOTA_SHOW, PROJECT_READER_OR_ADMIN, "Show a project's quotas."),
+    (QUOTA_DETAIL, PROJECT_READER_OR_ADMIN, "Show a project's quotas with usage."),
+    (QUOTA_DEFAULTS, ANY, "Show the default quotas."),
+    (QUOTA_UPDATE, ADMIN, "Update a project's quotas."),
+    (QUOTA_DELETE, ADMIN, "Revert a project's quotas to the defaults."),
+    (AGGREGATES_INDEX, ADMIN, "List aggregates."),
+    (AGGREGATES_CREATE, ADMIN, "Create an aggregate."),
+    (AGGREGATES_SHOW, ADMIN, "Show an aggregate."),
+    (AGGREGATES_UPDATE, ADMIN, "Update an aggregate."),
+    (AGGREGATES_DELETE, ADMIN, "Delete an aggregate."),
+    (AGGREGATES_ADD_HOST, ADMIN, "Add a host to an aggregate."),
+    (AGGREGATES_REMOVE_HOST, ADMIN, "Remove a host from an aggregate."),
+    (AGGREGATES_SET_METADATA, ADMIN, "Set an aggregate's metadata."),
+    (HYPERVISORS_LIST, ADMIN, "List hypervisors."),
+]
+
+
+def rules() -> list[policy.RuleDefault]:
+    return [
+        policy.RuleDefault(ADMIN_API, ADMIN, description="Default rule for most admin APIs."),
+        *(
+            policy.RuleDefault(name, check_str, description=description, scope_types=["project"])
+            for name, check_str, description in _DEFAULTS
+        ),
+    ]
+
+
+FORBIDDEN_MESSAGE = "Policy doesn't allow {rule} to be performed."

@@ -1,0 +1,51 @@
+"""Compute's route table.
+
+Handler modules declare their routes relative to the API version
+(``/servers``); :func:`versioned` mounts each under ``/v2.1`` and, for
+clients whose endpoint carries the project, ``/v2.1/{project_id}``.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from corral.core.http import Endpoint, Route
+from corral.compute.api.handlers import root
+from corral.compute.api.links import URL_PROJECT
+
+API_PREFIX = "/v2.1"
+
+
+def _with_url_project(handler: Callable[..., None]) -> Callable[..., None]:
+    @functools.wraps(handler)
+    def wrapped(state: Any, req: Any, resp: Any, project_id: str, **params: Any) -> None:
+        req.context.extras[URL_PROJECT] = project_id
+        handler(state, req, resp, **params)
+
+    return wrapped
+
+
+def _project_variant(spec: Any) -> Any:
+    if isinstance(spec, Endpoint):
+        return Endpoint(_with_url_project(spec.handler), spec.min_version, spec.max_version)
+    if callable(spec):
+        return _with_url_project(spec)
+    return tuple(_project_variant(item) for item in spec)
+
+
+def versioned(routes: Iterable[Route]) -> list[Route]:
+    mounted = []
+    for route in routes:
+        mounted.append(Route(API_PREFIX + route.path, route.methods))
+        methods = {method: _project_variant(spec) for method, spec in route.methods.items()}
+        mounted.append(Route(API_PREFIX + "/{project_id}" + route.path, methods))
+    return mounted
+
+
+def all_routes() -> list[Route]:
+    return [
+        *root.ROUTES,
+        *versioned([]),
+    ]

@@ -1,0 +1,170 @@
+"""Tables of the Compute API database (SQLAlchemy Core).
+
+The API database knows where everything lives: cells (``cell_mappings``),
+which cell holds each compute host (``host_mappings``) and each instance
+(``instance_mappings``), plus what the API needs without reaching a cell:
+request specs (the flavor, image and availability zone a server was booted
+with), build requests, flavors, quotas and host aggregates.
+
+``instance_mappings.queued_for_delete`` is nullable on purpose: NULL means
+"not migrated yet" and readers treat it as "not deleted"; the online data
+migration fills it from the cells.
+"""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+
+metadata = sa.MetaData(
+    naming_convention={
+        "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+        "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+        "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+        "pk": "pk_%(table_name)s",
+    }
+)
+
+
+def _timestamps() -> list[sa.Column]:
+    return [
+        sa.Column("created_at", sa.DateTime, nullable=True),
+        sa.Column("updated_at", sa.DateTime, nullable=True),
+    ]
+
+
+cell_mappings = sa.Table(
+    "cell_mappings",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True),
+    sa.Column("uuid", sa.String(36), nullable=False, unique=True),
+    sa.Column("name", sa.String(255), nullable=True),
+    sa.Column("transport_url", sa.Text, nullable=False),
+    sa.Column("database_connection", sa.Text, nullable=False),
+    sa.Column("disabled", sa.Boolean, nullable=False, default=False),
+    *_timestamps(),
+)
+
+host_mappings = sa.Table(
+    "host_mappings",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True),
+    sa.Column("cell_id", sa.Integer, sa.ForeignKey("cell_mappings.id"), nullable=False, index=True),
+    sa.Column("host", sa.String(255), nullable=False, unique=True),
+    *_timestamps(),
+)
+
+instance_mappings = sa.Table(
+    "instance_mappings",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True),
+    sa.Column("instance_uuid", sa.String(36), nullable=False, unique=True),
+    # NULL while the instance is still a build request (not yet in a cell).
+    sa.Column("cell_id", sa.Integer, sa.ForeignKey("cell_mappings.id"), nullable=True, index=True),
+    sa.Column("project_id", sa.String(255), nullable=False),
+    sa.Column("user_id", sa.String(255), nullable=True),
+    sa.Column("queued_for_delete", sa.Boolean, nullable=True),
+    *_timestamps(),
+    sa.Index("ix_instance_mappings_project_id_qfd", "project_id", "queued_for_delete"),
+)
+
+request_specs = sa.Table(
+    "request_specs",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True),
+    sa.Column("instance_uuid", sa.String(36), nullable=False, unique=True),
+    # JSON: flavor, image, availability_zone, user_id, project_id, hints...
+    sa.Column("spec", sa.Text, nullable=False),
+    *_timestamps(),
+)
+
+build_requests = sa.Table(
+    "build_requests",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True),
+    sa.Column("instance_uuid", sa.String(36), nullable=False, unique=True),
+    sa.Column("project_id", sa.String(255), nullable=False, index=True),
+    # JSON: the instance as it will be created in its cell.
+    sa.Column("instance", sa.Text, nullable=False),
+    *_timestamps(),
+)
+
+flavors = sa.Table(
+    "flavors",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True),
+    sa.Column("flavorid", sa.String(255), nullable=False, unique=True),
+    sa.Column("name", sa.String(255), nullable=False, unique=True),
+    sa.Column("memory_mb", sa.Integer, nullable=False),
+    sa.Column("vcpus", sa.Integer, nullable=False),
+    sa.Column("root_gb", sa.Integer, nullable=False),
+    sa.Column("ephemeral_gb", sa.Integer, nullable=False),
+    sa.Column("swap", sa.Integer, nullable=False),
+    sa.Column("rxtx_factor", sa.Float, nullable=False),
+    sa.Column("vcpu_weight", sa.Integer, nullable=True),
+    sa.Column("disabled", sa.Boolean, nullable=False, default=False),
+    sa.Column("is_public", sa.Boolean, nullable=False, default=True),
+    sa.Column("description", sa.Text, nullable=True),
+    *_timestamps(),
+)
+
+flavor_extra_specs = sa.Table(
+    "flavor_extra_specs",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True),
+    sa.Column("flavor_id", sa.Integer, sa.ForeignKey("flavors.id", ondelete="CASCADE"), nullable=False),
+    sa.Column("key", sa.String(255), nullable=False),
+    sa.Column("value", sa.String(255), nullable=True),
+    *_timestamps(),
+    sa.UniqueConstraint("flavor_id", "key"),
+)
+
+flavor_projects = sa.Table(
+    "flavor_projects",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True),
+    sa.Column("flavor_id", sa.Integer, sa.ForeignKey("flavors.id", ondelete="CASCADE"), nullable=False),
+    sa.Column("project_id", sa.String(255), nullable=False),
+    *_timestamps(),
+    sa.UniqueConstraint("flavor_id", "project_id"),
+)
+
+quotas = sa.Table(
+    "quotas",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True),
+    sa.Column("project_id", sa.String(255), nullable=False),
+    sa.Column("resource", sa.String(255), nullable=False),
+    sa.Column("hard_limit", sa.Integer, nullable=True),
+    *_timestamps(),
+    sa.UniqueConstraint("project_id", "resource"),
+)
+
+aggregates = sa.Table(
+    "aggregates",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True),
+    sa.Column("uuid", sa.String(36), nullable=False, unique=True),
+    sa.Column("name", sa.String(255), nullable=False, unique=True),
+    *_timestamps(),
+)
+
+aggregate_hosts = sa.Table(
+    "aggregate_hosts",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True),
+    sa.Column("aggregate_id", sa.Integer, sa.ForeignKey("aggregates.id", ondelete="CASCADE"), nullable=False),
+    sa.Column("host", sa.String(255), nullable=False),
+    *_timestamps(),
+    sa.UniqueConstraint("aggregate_id", "host"),
+)
+
+aggregate_metadata = sa.Table(
+    "aggregate_metadata",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True),
+    sa.Column("aggregate_id", sa.Integer, sa.ForeignKey("aggregates.id", ondelete="CASCADE"), nullable=False),
+    sa.Column("key", sa.String(255), nullable=False),
+    sa.Column("value", sa.String(255), nullable=False),
+    *_timestamps(),
+    sa.UniqueConstraint("aggregate_id", "key"),
+)

@@ -1,0 +1,124 @@
+"""Tables of one cell database (SQLAlchemy Core).
+
+Every cell (cell0 included) has the same schema: the full instance rows,
+their metadata, the services that run in the cell and the compute nodes
+its compute services report.  Deleted instances stay as rows with
+``deleted`` set, as upstream keeps them, so ``GET /servers?deleted=true``
+and the online data migration can still see them.
+"""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+
+metadata = sa.MetaData(
+    naming_convention={
+        "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+        "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+        "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+        "pk": "pk_%(table_name)s",
+    }
+)
+
+
+def _timestamps() -> list[sa.Column]:
+    return [
+        sa.Column("created_at", sa.DateTime, nullable=True),
+        sa.Column("updated_at", sa.DateTime, nullable=True),
+    ]
+
+
+instances = sa.Table(
+    "instances",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True),
+    sa.Column("uuid", sa.String(36), nullable=False, unique=True),
+    sa.Column("project_id", sa.String(255), nullable=False),
+    sa.Column("user_id", sa.String(255), nullable=False),
+    sa.Column("display_name", sa.String(255), nullable=True),
+    sa.Column("display_description", sa.Text, nullable=True),
+    sa.Column("hostname", sa.String(255), nullable=True),
+    sa.Column("host", sa.String(255), nullable=True),
+    sa.Column("node", sa.String(255), nullable=True),
+    sa.Column("availability_zone", sa.String(255), nullable=True),
+    sa.Column("vm_state", sa.String(255), nullable=True),
+    sa.Column("task_state", sa.String(255), nullable=True),
+    sa.Column("power_state", sa.Integer, nullable=True),
+    # The resources counted by quota, copied from the flavor at boot.
+    sa.Column("memory_mb", sa.Integer, nullable=False),
+    sa.Column("vcpus", sa.Integer, nullable=False),
+    sa.Column("root_gb", sa.Integer, nullable=False),
+    sa.Column("ephemeral_gb", sa.Integer, nullable=False),
+    # JSON: the embedded flavor (name, sizes, extra specs) as booted.
+    sa.Column("flavor", sa.Text, nullable=False),
+    sa.Column("image_ref", sa.String(255), nullable=True),
+    sa.Column("key_name", sa.String(255), nullable=True),
+    sa.Column("reservation_id", sa.String(255), nullable=True),
+    sa.Column("launch_index", sa.Integer, nullable=True),
+    sa.Column("config_drive", sa.String(255), nullable=True),
+    sa.Column("access_ip_v4", sa.String(39), nullable=True),
+    sa.Column("access_ip_v6", sa.String(39), nullable=True),
+    sa.Column("progress", sa.Integer, nullable=True),
+    sa.Column("locked", sa.Boolean, nullable=False, default=False),
+    sa.Column("locked_by", sa.String(255), nullable=True),
+    sa.Column("launched_at", sa.DateTime, nullable=True),
+    sa.Column("terminated_at", sa.DateTime, nullable=True),
+    sa.Column("deleted", sa.Boolean, nullable=False, default=False),
+    sa.Column("deleted_at", sa.DateTime, nullable=True),
+    *_timestamps(),
+    sa.Index("ix_instances_project_id_deleted", "project_id", "deleted"),
+    sa.Index("ix_instances_host_deleted", "host", "deleted"),
+    sa.Index("ix_instances_created_at", "created_at"),
+)
+
+instance_metadata = sa.Table(
+    "instance_metadata",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True),
+    sa.Column(
+        "instance_uuid", sa.String(36), sa.ForeignKey("instances.uuid", ondelete="CASCADE"), nullable=False
+    ),
+    sa.Column("key", sa.String(255), nullable=False),
+    sa.Column("value", sa.String(255), nullable=True),
+    *_timestamps(),
+    sa.UniqueConstraint("instance_uuid", "key"),
+)
+
+services = sa.Table(
+    "services",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True),
+    sa.Column("uuid", sa.String(36), nullable=False, unique=True),
+    sa.Column("host", sa.String(255), nullable=False),
+    sa.Column("binary", sa.String(255), nullable=False),
+    sa.Column("topic", sa.String(255), nullable=True),
+    sa.Column("report_count", sa.Integer, nullable=False, default=0),
+    sa.Column("disabled", sa.Boolean, nullable=False, default=False),
+    sa.Column("disabled_reason", sa.String(255), nullable=True),
+    sa.Column("last_seen_up", sa.DateTime, nullable=True),
+    sa.Column("forced_down", sa.Boolean, nullable=False, default=False),
+    sa.Column("version", sa.Integer, nullable=False, default=0),
+    *_timestamps(),
+    sa.UniqueConstraint("host", "binary"),
+)
+
+compute_nodes = sa.Table(
+    "compute_nodes",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True),
+    sa.Column("uuid", sa.String(36), nullable=False, unique=True),
+    sa.Column("host", sa.String(255), nullable=False),
+    sa.Column("hypervisor_hostname", sa.String(255), nullable=False),
+    sa.Column("hypervisor_type", sa.String(255), nullable=False),
+    sa.Column("vcpus", sa.Integer, nullable=False),
+    sa.Column("memory_mb", sa.Integer, nullable=False),
+    sa.Column("local_gb", sa.Integer, nullable=False),
+    sa.Column("vcpus_used", sa.Integer, nullable=False, default=0),
+    sa.Column("memory_mb_used", sa.Integer, nullable=False, default=0),
+    sa.Column("local_gb_used", sa.Integer, nullable=False, default=0),
+    sa.Column("cpu_allocation_ratio", sa.Float, nullable=False),
+    sa.Column("ram_allocation_ratio", sa.Float, nullable=False),
+    sa.Column("disk_allocation_ratio", sa.Float, nullable=False),
+    *_timestamps(),
+    sa.UniqueConstraint("host", "hypervisor_hostname"),
+)

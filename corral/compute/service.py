@@ -1,0 +1,42 @@
+"""Compute as a Corral service (see corral.core.services)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from oslo_config import cfg
+
+from corral.core.migrations import MigrationTree
+from corral.compute import conf as compute_conf
+
+NAME = "compute"
+PREFIX = "/compute"
+
+
+def register_opts(conf: cfg.ConfigOpts) -> None:
+    compute_conf.register_opts(conf)
+
+
+def migration_targets(conf: cfg.ConfigOpts) -> list[tuple[MigrationTree, str]]:
+    """The API database, cell0 and the default cell.
+
+    Cells added later with ``corral compute cell_v2 create-cell`` are
+    migrated by that command (and by ``corral compute db sync``).
+    """
+    from corral.compute.db.schema import API_TREE, CELL_TREE
+
+    return [
+        (API_TREE, compute_conf.api_database_url(conf)),
+        (CELL_TREE, compute_conf.cell0_database_url(conf)),
+        (CELL_TREE, compute_conf.cell1_database_url(conf)),
+    ]
+
+
+def make_app(conf: cfg.ConfigOpts) -> Any:
+    from corral.compute.api.app import make_app as build
+
+    return build(conf)
+
+
+def start_background(conf: cfg.ConfigOpts, role: str) -> list[Any]:
+    return []

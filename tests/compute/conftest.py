@@ -1,0 +1,102 @@
+"""Compute served over real HTTP, with its API database and cells on real databases."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from oslo_config import cfg
+
+from corral.core import config, migrations
+from corral.core.db import create_engine, truncate_all
+from corral.core.server import ThreadedServer
+from corral.compute import conf as compute_conf
+from corral.compute.api.app import build_state, make_app
+from corral.compute.db import api_tables, cell_tables
+from corral.compute.db.schema import API_TREE, CELL_TREE
+from tests.support.databases import DatabaseFactory
+from tests.support.http import ApiClient
+
+
+def make_compute_conf(state_path: str, overrides: dict[str, dict[str, object]]) -> cfg.ConfigOpts:
+    conf = config.make_conf(state_path=state_path)
+    if "api_database" not in conf:
+        compute_conf.register_opts(conf)
+    for group, values in overrides.items():
+        for name, value in values.items():
+            conf.set_override(name, value, group=None if group == "DEFAULT" else group)
+    return conf
+
+
+def migrate(url: str, tree: migrations.MigrationTree) -> None:
+    engine = create_engine(url)
+    try:
+        migrations.upgrade(engine, tree)
+    finally:
+        engine.dispose()
+
+
+class ComputeServer:
+    def __init__(self, database_factory: DatabaseFactory, tmp_dir: str) -> None:
+        self.api_url = database_factory.new_url("compute_api")
+        self.cell_urls = {name: database_factory.new_url(f"compute_{name}") for name in ("cell0", "cell1", "cell2")}
+        migrate(self.api_url, API_TREE)
+        for url in self.cell_urls.values():
+            migrate(url, CELL_TREE)
+        self.conf = make_compute_conf(
+            tmp_dir,
+            {
+                "api_database": {"connection": self.api_url},
+                "database": {"connection": self.cell_urls["cell1"]},
+                "compute": {"cell0_connection": self.cell_urls["cell0"], "auto_map_cells": False},
+                "api": {"auth_strategy": "noauth2"},
+                "cells": {"timeout": 3.0, "connect_timeout": 1.0, "down_cell_recheck_interval": 0.0},
+            },
+        )
+        self.state = build_state(self.conf)
+        self.app = make_app(self.conf, self.state)
+        self.server = ThreadedServer(self.app).start()
+        self.url = self.server.url
+
+    def client(self, version: str | None = None, token: str | None = "admin", legacy: bool = False) -> ApiClient:
+        headers = {}
+        if token is not None:
+            headers["X-Auth-Token"] = token
+        if version is not None:
+            if legacy:
+                headers["X-OpenStack-Nova-API-Version"] = version
+            else:
+                headers["OpenStack-API-Version"] = f"compute {version}"
+        return ApiClient(self.url, headers)
+
+    def reset(self) -> None:
+        truncate_all(self.state.api_db, api_tables.metadata)
+        for url in self.cell_urls.values():
+            engine = create_engine(url)
+            try:
+                with engine.begin() as conn:
+                    for table in reversed(cell_tables.metadata.sorted_tables):
+                        conn.execute(table.delete())
+            finally:
+                engine.dispose()
+        self.state.cells.refresh()
+        self.state.cells.forget_failures()
+
+    def stop(self) -> None:
+        self.server.stop()
+        self.state.cells.close()
+        self.state.api_db.dispose()
+
+
+@pytest.fixture(scope="session")
+def compute_server(database_factory: DatabaseFactory, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ComputeServer]:
+    server = ComputeServer(database_factory, str(tmp_path_factory.mktemp("compute")))
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def compute(compute_server: ComputeServer) -> ComputeServer:
+    """The session's server with every table of every database emptied."""
+    compute_server.reset()
+    return compute_server
