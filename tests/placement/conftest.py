@@ -9,7 +9,7 @@ import pytest
 from corral.core import config, migrations
 from corral.core.db import truncate_all
 from corral.core.server import ThreadedServer
-from corral.placement.api.app import build_state, make_app
+from corral.placement.api.app import build_state, load_standard_names, make_app
 from corral.placement.db.schema import TREE
 from corral.placement.db.tables import metadata
 from tests.support.databases import DatabaseFactory
@@ -57,4 +57,5 @@ def placement_server(database_factory: DatabaseFactory, tmp_path_factory: pytest
 def placement(placement_server: PlacementServer) -> PlacementServer:
     """The session's server with every table emptied before the test."""
     truncate_all(placement_server.state.db, metadata)
+    load_standard_names(placement_server.state)
     return placement_server

@@ -15,6 +15,7 @@ from corral.placement.api.errors import format_error
 from corral.placement.api.routes import ROUTES
 from corral.placement.api.schemas import compile_all
 from corral.placement.api.state import PlacementState
+from corral.placement.db import catalog
 from corral.placement.microversions import SPEC
 
 
@@ -24,13 +25,24 @@ def _version_error(error: errors.VersionNotAcceptable) -> errors.ApiError:
     return error
 
 
-def build_state(conf: cfg.ConfigOpts) -> PlacementState:
-    return PlacementState(
+def load_standard_names(state: PlacementState) -> None:
+    """Make sure the standard resource classes and traits exist; cache their ids."""
+    state.standard_classes = catalog.sync_standard(
+        state.db, catalog.RESOURCE_CLASSES, catalog.standard_resource_classes()
+    )
+    state.standard_traits = catalog.sync_standard(state.db, catalog.TRAITS, catalog.standard_traits())
+
+
+def build_state(conf: cfg.ConfigOpts, *, load_names: bool = True) -> PlacementState:
+    state = PlacementState(
         conf=conf,
         db=database_from_conf(conf, placement_conf.database_url(conf)),
         policy=Enforcer(conf, policies.rules()),
         schemas=compile_all(),
     )
+    if load_names:
+        load_standard_names(state)
+    return state
 
 
 def make_app(conf: cfg.ConfigOpts, state: PlacementState | None = None) -> falcon.App:

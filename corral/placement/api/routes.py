@@ -7,9 +7,11 @@ concatenation, in a fixed order.
 from __future__ import annotations
 
 from corral.core.http import Route
-from corral.placement.api.handlers import resource_providers, root
+from corral.placement.api.handlers import resource_classes, resource_providers, root, traits
 
 ROUTES: list[Route] = [
     *root.ROUTES,
     *resource_providers.ROUTES,
+    *resource_classes.ROUTES,
+    *traits.ROUTES,
 ]

@@ -6,10 +6,13 @@ from corral.core.schema import VersionedSchema
 
 
 def compile_all() -> dict[str, VersionedSchema]:
-    from corral.placement.api.schemas import resource_providers
+    from corral.placement.api.schemas import catalog, resource_providers
 
     bands = {
         "resource_providers.post": resource_providers.POST,
         "resource_providers.put": resource_providers.PUT,
+        "resource_classes.post": catalog.RESOURCE_CLASS,
+        "resource_classes.put": catalog.RESOURCE_CLASS,
+        "provider_traits.put": catalog.PROVIDER_TRAITS,
     }
     return {name: VersionedSchema(band) for name, band in bands.items()}
