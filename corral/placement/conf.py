@@ -31,6 +31,13 @@ PLACEMENT_OPTS = [
         help="With a limit on GET /allocation_candidates, return a random selection "
         "instead of the first candidates found.",
     ),
+    cfg.BoolOpt(
+        "refuse_inventory_below_usage",
+        default=True,
+        help="Refuse (409 placement.inventory.inuse) inventory changes that would leave a "
+        "resource class with less capacity than is already allocated. Upstream Placement "
+        "accepts such changes; set False for that behaviour.",
+    ),
     cfg.IntOpt(
         "allocation_conflict_retry_count",
         default=10,

@@ -7,11 +7,12 @@ concatenation, in a fixed order.
 from __future__ import annotations
 
 from corral.core.http import Route
-from corral.placement.api.handlers import resource_classes, resource_providers, root, traits
+from corral.placement.api.handlers import inventories, resource_classes, resource_providers, root, traits
 
 ROUTES: list[Route] = [
     *root.ROUTES,
     *resource_providers.ROUTES,
+    *inventories.ROUTES,
     *resource_classes.ROUTES,
     *traits.ROUTES,
 ]

@@ -6,7 +6,7 @@ from corral.core.schema import VersionedSchema
 
 
 def compile_all() -> dict[str, VersionedSchema]:
-    from corral.placement.api.schemas import catalog, resource_providers
+    from corral.placement.api.schemas import catalog, inventories, resource_providers
 
     bands = {
         "resource_providers.post": resource_providers.POST,
@@ -14,5 +14,8 @@ def compile_all() -> dict[str, VersionedSchema]:
         "resource_classes.post": catalog.RESOURCE_CLASS,
         "resource_classes.put": catalog.RESOURCE_CLASS,
         "provider_traits.put": catalog.PROVIDER_TRAITS,
+        "inventories.post": inventories.POST,
+        "inventories.put_one": inventories.PUT_ONE,
+        "inventories.put_all": inventories.PUT_ALL,
     }
     return {name: VersionedSchema(band) for name, band in bands.items()}

@@ -1,0 +1,209 @@
+"""/resource_providers/{uuid}/inventories[/{resource_class}]."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import falcon
+from sqlalchemy.engine import Connection
+
+from corral.core import errors
+from corral.core.http import Endpoint, Route, send_empty
+from corral.placement.api import errors as codes
+from corral.placement.api import util
+from corral.placement.api.state import PlacementState
+from corral.placement.db import catalog, inventories, providers
+from corral.placement.db.providers import Provider
+from corral.placement.domain import inventory as rules
+from corral.placement.domain.inventory import Inventory
+
+DELETE_ALL = (1, 5)
+
+
+def _version(req: falcon.Request) -> tuple[int, int]:
+    return (req.context.version.major, req.context.version.minor)
+
+
+def _one_body(inventory: Inventory, generation: int) -> dict[str, Any]:
+    return {**inventory.as_dict(), "resource_provider_generation": generation}
+
+
+def _all_body(found: Mapping[str, Inventory], generation: int) -> dict[str, Any]:
+    return {
+        "inventories": {name: inventory.as_dict() for name, inventory in found.items()},
+        "resource_provider_generation": generation,
+    }
+
+
+def _class_ids(state: PlacementState, conn: Connection, provider: Provider, names: list[str]) -> dict[str, int]:
+    found = catalog.ids_by_name(conn, catalog.RESOURCE_CLASSES, names, state.standard_classes)
+    missing = sorted(set(names) - set(found))
+    if missing:
+        raise errors.BadRequest(
+            f"Unknown resource class in inventory for resource provider {provider.uuid}: {', '.join(missing)}"
+        )
+    return found
+
+
+def _replace(
+    state: PlacementState,
+    conn: Connection,
+    req: falcon.Request,
+    provider: Provider,
+    new: dict[str, Inventory],
+    generation: int | None,
+) -> int:
+    """Validate and store ``new`` as the provider's whole inventory; the new generation."""
+    for name, inventory in new.items():
+        rules.check_capacity(provider.uuid, name, inventory, _version(req))
+    class_ids = _class_ids(state, conn, provider, list(new))
+    now = util.utcnow()
+    new_generation = providers.bump_generation(conn, provider.id, generation, now)
+    rules.check_in_use(
+        provider.uuid,
+        inventories.usage(conn, provider.id),
+        new,
+        refuse_below_usage=state.conf.placement.refuse_inventory_below_usage,
+    )
+    inventories.replace(conn, provider.id, new, class_ids, now)
+    return new_generation
+
+
+def list_inventories(state: PlacementState, req: falcon.Request, resp: falcon.Response, uuid: str) -> None:
+    util.authorize(state, req, "placement:resource_providers:inventories:list")
+    with state.db.read() as conn:
+        provider = providers.get_or_404(conn, uuid)
+        found = inventories.for_provider(conn, provider.id)
+    util.send_cacheable(req, resp, _all_body(found, provider.generation), provider.modified)
+
+
+def replace_inventories(state: PlacementState, req: falcon.Request, resp: falcon.Response, uuid: str) -> None:
+    util.authorize(state, req, "placement:resource_providers:inventories:update")
+    body = util.json_body(state, req, state.schema("inventories.put_all"))
+    new = {name: rules.from_request(data) for name, data in body["inventories"].items()}
+
+    def work(conn: Connection) -> int:
+        provider = providers.get_or_404(conn, uuid)
+        return _replace(state, conn, req, provider, new, body["resource_provider_generation"])
+
+    generation = state.db.write(work)
+    util.send_cacheable(req, resp, _all_body(new, generation), util.utcnow())
+
+
+def create_inventory(state: PlacementState, req: falcon.Request, resp: falcon.Response, uuid: str) -> None:
+    util.authorize(state, req, "placement:resource_providers:inventories:create")
+    body = util.json_body(state, req, state.schema("inventories.post"))
+    name = body["resource_class"]
+    added = rules.from_request(body)
+
+    def work(conn: Connection) -> int:
+        provider = providers.get_or_404(conn, uuid)
+        current = inventories.for_provider(conn, provider.id)
+        _class_ids(state, conn, provider, [name])
+        if name in current:
+            raise errors.Conflict(
+                f"Update conflict: Inventory for '{name}' on resource provider '{uuid}' already exists."
+            )
+        return _replace(state, conn, req, provider, {**current, name: added}, body["resource_provider_generation"])
+
+    generation = state.db.write(work)
+    resp.set_header("location", util.url(req, f"/resource_providers/{uuid}/inventories/{name}"))
+    util.send_cacheable(req, resp, _one_body(added, generation), util.utcnow(), status=201)
+
+
+def _no_inventory(uuid: str, name: str) -> errors.NotFound:
+    return errors.NotFound(f"No inventory of class {name} for {uuid}")
+
+
+def show_inventory(
+    state: PlacementState, req: falcon.Request, resp: falcon.Response, uuid: str, resource_class: str
+) -> None:
+    util.authorize(state, req, "placement:resource_providers:inventories:show")
+    with state.db.read() as conn:
+        provider = providers.get_or_404(conn, uuid)
+        found = inventories.for_provider(conn, provider.id)
+    if resource_class not in found:
+        raise _no_inventory(uuid, resource_class)
+    util.send_cacheable(req, resp, _one_body(found[resource_class], provider.generation), provider.modified)
+
+
+def update_inventory(
+    state: PlacementState, req: falcon.Request, resp: falcon.Response, uuid: str, resource_class: str
+) -> None:
+    util.authorize(state, req, "placement:resource_providers:inventories:update")
+    body = util.json_body(state, req, state.schema("inventories.put_one"))
+    changed = rules.from_request(body)
+
+    def work(conn: Connection) -> int:
+        provider = providers.get_or_404(conn, uuid)
+        current = inventories.for_provider(conn, provider.id)
+        if resource_class not in current:
+            _class_ids(state, conn, provider, [resource_class])
+            raise errors.BadRequest(
+                f"No inventory record with resource class {resource_class} for resource provider {uuid}"
+            )
+        new = {**current, resource_class: changed}
+        return _replace(state, conn, req, provider, new, body["resource_provider_generation"])
+
+    generation = state.db.write(work)
+    util.send_cacheable(req, resp, _one_body(changed, generation), util.utcnow())
+
+
+def delete_inventory(
+    state: PlacementState, req: falcon.Request, resp: falcon.Response, uuid: str, resource_class: str
+) -> None:
+    util.authorize(state, req, "placement:resource_providers:inventories:delete")
+
+    def work(conn: Connection) -> None:
+        provider = providers.get_or_404(conn, uuid)
+        current = inventories.for_provider(conn, provider.id)
+        if resource_class not in current:
+            raise _no_inventory(uuid, resource_class)
+        rest = {name: inv for name, inv in current.items() if name != resource_class}
+        _replace(state, conn, req, provider, rest, None)
+
+    state.db.write(work)
+    send_empty(resp)
+
+
+def delete_inventories(state: PlacementState, req: falcon.Request, resp: falcon.Response, uuid: str) -> None:
+    util.authorize(state, req, "placement:resource_providers:inventories:delete")
+
+    def work(conn: Connection) -> None:
+        provider = providers.get_or_404(conn, uuid)
+        if any(used > 0 for used in inventories.usage(conn, provider.id).values()):
+            raise errors.Conflict(
+                f"Unable to delete inventory for resource provider {uuid} because the inventory is in use.",
+                code=codes.INVENTORY_INUSE,
+            )
+        _replace(state, conn, req, provider, {}, None)
+
+    state.db.write(work)
+    send_empty(resp)
+
+
+def _delete_all_not_yet(state: PlacementState, req: falcon.Request, resp: falcon.Response, uuid: str) -> None:
+    # Upstream answers 405 (not 404) before the method existed.
+    raise errors.MethodNotAllowed("The method specified is not allowed for this resource.",
+                                  headers={"allow": "GET, POST, PUT"})
+
+
+ROUTES = [
+    Route(
+        "/resource_providers/{uuid}/inventories",
+        {
+            "GET": list_inventories,
+            "POST": create_inventory,
+            "PUT": replace_inventories,
+            "DELETE": [
+                Endpoint(_delete_all_not_yet, max_version=(1, 4)),
+                Endpoint(delete_inventories, min_version=DELETE_ALL),
+            ],
+        },
+    ),
+    Route(
+        "/resource_providers/{uuid}/inventories/{resource_class}",
+        {"GET": show_inventory, "PUT": update_inventory, "DELETE": delete_inventory},
+    ),
+]

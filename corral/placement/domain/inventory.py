@@ -1,0 +1,82 @@
+"""Inventory rules: defaults, capacity and what may change while in use."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from corral.core import errors
+from corral.placement.api import errors as codes
+
+MAX_INT = 2147483647
+# From 1.26, reserved may equal total (capacity zero).
+RESERVED_EQUALS_TOTAL = (1, 26)
+FIELDS = ("total", "reserved", "min_unit", "max_unit", "step_size", "allocation_ratio")
+
+
+@dataclass(frozen=True)
+class Inventory:
+    total: int
+    reserved: int = 0
+    min_unit: int = 1
+    max_unit: int = MAX_INT
+    step_size: int = 1
+    allocation_ratio: float = 1.0
+
+    @property
+    def capacity(self) -> int:
+        """How much may be allocated: (total - reserved) x allocation_ratio."""
+        return int((self.total - self.reserved) * self.allocation_ratio)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {name: getattr(self, name) for name in FIELDS}
+
+    def fits(self, amount: int) -> bool:
+        """Whether one allocation of ``amount`` respects min/max unit and step size."""
+        return self.min_unit <= amount <= self.max_unit and amount % self.step_size == 0
+
+
+def from_request(data: Mapping[str, Any]) -> Inventory:
+    values = {name: data[name] for name in FIELDS if name in data}
+    if "allocation_ratio" in values:
+        values["allocation_ratio"] = float(values["allocation_ratio"])
+    return Inventory(**values)
+
+
+def check_capacity(
+    provider_uuid: str, resource_class: str, inventory: Inventory, version: tuple[int, int]
+) -> None:
+    """Reserved above total (or equal, before 1.26) is a 400."""
+    capacity = (inventory.total - inventory.reserved) * inventory.allocation_ratio
+    too_small = capacity < 0 if version >= RESERVED_EQUALS_TOTAL else capacity <= 0
+    if too_small:
+        raise errors.BadRequest(
+            f"Unable to update inventory for resource provider {provider_uuid}: Invalid inventory for "
+            f"'{resource_class}' on resource provider '{provider_uuid}'. The reserved value is greater "
+            "than or equal to total."
+        )
+
+
+def check_in_use(
+    provider_uuid: str,
+    current_usage: Mapping[str, int],
+    new: Mapping[str, Inventory],
+    *,
+    refuse_below_usage: bool,
+) -> None:
+    """Classes with allocations cannot go away, nor (optionally) shrink below usage."""
+    for resource_class, used in current_usage.items():
+        if used <= 0:
+            continue
+        if resource_class not in new:
+            raise errors.Conflict(
+                f"Inventory for '{resource_class}' on resource provider '{provider_uuid}' in use.",
+                code=codes.INVENTORY_INUSE,
+            )
+        if refuse_below_usage and new[resource_class].capacity < used:
+            raise errors.Conflict(
+                f"Inventory for '{resource_class}' on resource provider '{provider_uuid}' would have a "
+                f"capacity of {new[resource_class].capacity}, below the {used} already allocated.",
+                code=codes.INVENTORY_INUSE,
+            )
