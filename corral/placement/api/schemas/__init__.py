@@ -6,7 +6,7 @@ from corral.core.schema import VersionedSchema
 
 
 def compile_all() -> dict[str, VersionedSchema]:
-    from corral.placement.api.schemas import catalog, inventories, resource_providers
+    from corral.placement.api.schemas import aggregates, catalog, inventories, resource_providers
 
     bands = {
         "resource_providers.post": resource_providers.POST,
@@ -15,6 +15,7 @@ def compile_all() -> dict[str, VersionedSchema]:
         "resource_classes.put": catalog.RESOURCE_CLASS,
         "provider_traits.put": catalog.PROVIDER_TRAITS,
         "inventories.post": inventories.POST,
+        "aggregates.put": aggregates.PUT,
         "inventories.put_one": inventories.PUT_ONE,
         "inventories.put_all": inventories.PUT_ALL,
     }
