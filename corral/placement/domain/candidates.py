@@ -13,6 +13,9 @@ the functions below combine them into allocation requests.
 
 from __future__ import annotations
 
+import itertools
+import random
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
 # The trait that marks a provider whose inventory is shared with every
@@ -96,3 +99,369 @@ class ProviderFilter:
     forbidden_traits: set[str] = field(default_factory=set)
     member_of: list[frozenset[str]] = field(default_factory=list)
     forbidden_aggs: set[str] = field(default_factory=set)
+
+
+# ---------------------------------------------------------------- assembly
+#
+# Everything below works on internal integer ids.  The database layer
+# resolves names to ids (``ResolvedGroup``) and gathers ``Facts``; the
+# functions produce ``Candidate`` tuples that the API layer renders.
+
+
+@dataclass
+class ResolvedGroup:
+    """A request group with names resolved to internal ids.
+
+    An any-of set that names only unknown aggregates becomes empty, and so
+    does ``tree_root`` for an unknown ``in_tree`` provider: the group then
+    matches nothing (``impossible``).
+    """
+
+    suffix: str
+    # resource class id -> amount, in resource class id order
+    resources: dict[int, int]
+    required: list[frozenset[int]]
+    forbidden: frozenset[int]
+    member_of: list[frozenset[int]]
+    forbidden_aggs: frozenset[int]
+    tree_root: int | None = None
+    impossible: bool = False
+
+    @property
+    def use_same_provider(self) -> bool:
+        return self.suffix != ""
+
+
+# (capacity as a float, used, min_unit, max_unit, step_size)
+InventoryRow = tuple[float, int, int, int, int]
+
+
+@dataclass
+class Facts:
+    """What the database knows that matters to one request."""
+
+    # resource class id -> provider id -> inventory of that class
+    inventory: dict[int, dict[int, InventoryRow]]
+    # provider id -> root provider id (every provider mentioned below)
+    root_of: dict[int, int]
+    # provider id -> the requested traits (and the sharing trait) it has
+    traits_of: dict[int, set[int]]
+    # provider id -> the requested aggregates it is in
+    aggs_of: dict[int, set[int]]
+    # providers with the sharing trait
+    sharing: set[int]
+    # sharing provider id -> roots of every tree sharing an aggregate with it
+    anchors_of: dict[int, set[int]]
+    # root_required: traits every anchor root must have / must not have
+    root_required: frozenset[int] = frozenset()
+    root_forbidden: frozenset[int] = frozenset()
+    _anchor_ok: dict[int, bool] = field(default_factory=dict)
+
+    def anchor_ok(self, root: int) -> bool:
+        if not (self.root_required or self.root_forbidden):
+            return True
+        known = self._anchor_ok.get(root)
+        if known is None:
+            traits = self.traits_of.get(root, set())
+            known = self.root_required <= traits and not (traits & self.root_forbidden)
+            self._anchor_ok[root] = known
+        return known
+
+
+class GroupRequest(tuple):  # type: ignore[type-arg]
+    """One way to satisfy one group: (anchor root, ((rp, rc, amount), ...), providers)."""
+
+    __slots__ = ()
+
+    def __new__(cls, anchor: int, resources: tuple[tuple[int, int, int], ...], providers: frozenset[int]):
+        return tuple.__new__(cls, (anchor, resources, providers))
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One allocation request satisfying every group."""
+
+    anchor: int
+    # ((provider id, resource class id), amount), sorted
+    allocations: tuple[tuple[tuple[int, int], int], ...]
+    # (suffix, providers) in request-group order
+    mappings: tuple[tuple[str, frozenset[int]], ...]
+
+    def providers(self) -> set[int]:
+        return {rp for (rp, _rc), _amount in self.allocations}
+
+
+def fits(row: InventoryRow, amount: int, already: int = 0) -> bool:
+    """Room for ``amount`` more (on top of ``already`` in this request)."""
+    capacity, used, min_unit, max_unit, step = row
+    return (
+        used + already + amount <= capacity
+        and min_unit <= amount <= max_unit
+        and amount % step == 0
+    )
+
+
+def providers_in_aggregates(member_of: list[frozenset[int]], aggs_of: dict[int, set[int]]) -> set[int]:
+    """Providers that are, themselves, in at least one aggregate of every any-of set."""
+    return {rp for rp, aggs in aggs_of.items() if all(any_of & aggs for any_of in member_of)}
+
+
+def providers_in_any(aggregates: frozenset[int], aggs_of: dict[int, set[int]]) -> set[int]:
+    return {rp for rp, aggs in aggs_of.items() if aggs & aggregates}
+
+
+def _traits_ok(providers: Iterable[int], group: ResolvedGroup, traits_of: dict[int, set[int]]) -> bool:
+    """The providers have none of the forbidden traits and, together, every required one."""
+    union: set[int] = set()
+    for rp in providers:
+        traits = traits_of.get(rp)
+        if traits:
+            if traits & group.forbidden:
+                return False
+            union |= traits
+    return all(any_of & union for any_of in group.required)
+
+
+def _fitting(group: ResolvedGroup, rc: int, amount: int, facts: Facts) -> Iterator[int]:
+    for rp, row in facts.inventory.get(rc, {}).items():
+        if fits(row, amount) and (group.tree_root is None or facts.root_of[rp] == group.tree_root):
+            yield rp
+
+
+def unnumbered_requests(group: ResolvedGroup, facts: Facts) -> list[GroupRequest]:
+    """The unsuffixed group: resources from one tree plus sharing providers.
+
+    Each resource class comes whole from one provider; a combination is
+    anchored at a root.  Aggregates on a root span its tree: a provider
+    passes ``member_of`` when it or its anchor is a member, and fails a
+    forbidden aggregate when it or its anchor is a member.
+    """
+    if group.impossible:
+        return []
+    in_aggs = providers_in_aggregates(group.member_of, facts.aggs_of) if group.member_of else None
+    bad = providers_in_any(group.forbidden_aggs, facts.aggs_of) if group.forbidden_aggs else set()
+    anchor_ok = facts.anchor_ok
+    # resource class -> anchor -> providers (insertion-ordered)
+    by_rc: list[tuple[int, int, dict[int, dict[int, None]]]] = []
+    for rc, amount in group.resources.items():
+        by_anchor: dict[int, dict[int, None]] = {}
+        for rp in _fitting(group, rc, amount, facts):
+            anchors = [facts.root_of[rp]]
+            if rp in facts.sharing and group.tree_root is None and (in_aggs is None or rp in in_aggs):
+                anchors.extend(facts.anchors_of.get(rp, ()))
+            for anchor in anchors:
+                if not anchor_ok(anchor):
+                    continue
+                if in_aggs is not None and rp not in in_aggs and anchor not in in_aggs:
+                    continue
+                if rp in bad or anchor in bad:
+                    continue
+                by_anchor.setdefault(anchor, {})[rp] = None
+        if not by_anchor:
+            return []
+        by_rc.append((rc, amount, by_anchor))
+    common = set(by_rc[0][2])
+    for _rc, _amount, by_anchor in by_rc[1:]:
+        common &= set(by_anchor)
+    requests: list[GroupRequest] = []
+    check_traits = bool(group.required or group.forbidden)
+    for anchor in sorted(common):
+        choices = [list(by_anchor[anchor]) for _rc, _amount, by_anchor in by_rc]
+        for combo in itertools.product(*choices):
+            providers = frozenset(combo)
+            if check_traits and not _traits_ok(providers, group, facts.traits_of):
+                continue
+            resources = tuple((rp, rc, amount) for rp, (rc, amount, _) in zip(combo, by_rc))
+            requests.append(GroupRequest(anchor, resources, providers))
+    return requests
+
+
+def _single_provider_ok(rp: int, group: ResolvedGroup, facts: Facts, in_aggs: set[int] | None, bad: set[int]) -> bool:
+    if in_aggs is not None and rp not in in_aggs:
+        return False
+    if rp in bad:
+        return False
+    if group.tree_root is not None and facts.root_of.get(rp) != group.tree_root:
+        return False
+    traits = facts.traits_of.get(rp, set())
+    if traits & group.forbidden:
+        return False
+    return all(any_of & traits for any_of in group.required)
+
+
+def numbered_requests(group: ResolvedGroup, facts: Facts) -> list[GroupRequest]:
+    """A suffixed group: one provider supplies everything the group asks.
+
+    Aggregates and traits are those of the provider itself.  A sharing
+    provider also anchors at every tree it shares an aggregate with.  A
+    group without resources (1.36) matches providers selected by its
+    required traits or aggregates; without either it matches nothing.
+    """
+    if group.impossible:
+        return []
+    in_aggs = providers_in_aggregates(group.member_of, facts.aggs_of) if group.member_of else None
+    bad = providers_in_any(group.forbidden_aggs, facts.aggs_of) if group.forbidden_aggs else set()
+    if group.resources:
+        items = iter(group.resources.items())
+        rc, amount = next(items)
+        pool = set(_fitting(group, rc, amount, facts))
+        for rc, amount in items:
+            rows = facts.inventory.get(rc, {})
+            pool = {rp for rp in pool if rp in rows and fits(rows[rp], amount)}
+    elif group.required:
+        pool = {rp for rp, traits in facts.traits_of.items() if all(any_of & traits for any_of in group.required)}
+        if in_aggs is not None:
+            pool &= in_aggs
+    elif in_aggs is not None:
+        pool = set(in_aggs)
+    else:
+        pool = set()
+    resources_of = tuple(group.resources.items())
+    requests: list[GroupRequest] = []
+    for rp in sorted(pool):
+        if not _single_provider_ok(rp, group, facts, in_aggs, bad):
+            continue
+        root = facts.root_of[rp]
+        resources = tuple((rp, rc, amount) for rc, amount in resources_of)
+        providers = frozenset((rp,))
+        anchors = [root]
+        if rp in facts.sharing:
+            anchors.extend(sorted(a for a in facts.anchors_of.get(rp, ()) if a != root))
+        for anchor in anchors:
+            if facts.anchor_ok(anchor):
+                requests.append(GroupRequest(anchor, resources, providers))
+    return requests
+
+
+def group_requests(group: ResolvedGroup, facts: Facts) -> list[GroupRequest]:
+    if group.use_same_provider:
+        return numbered_requests(group, facts)
+    return unnumbered_requests(group, facts)
+
+
+def in_same_subtree(providers: set[int], parent_of: dict[int, int | None]) -> bool:
+    """One of the providers is an ancestor (or self) of all the others."""
+    if len(providers) <= 1:
+        return True
+    common: set[int] | None = None
+    for rp in providers:
+        line = {rp}
+        parent = parent_of.get(rp)
+        while parent is not None:
+            line.add(parent)
+            parent = parent_of.get(parent)
+        common = line if common is None else common & line
+    return bool(common and common & providers)
+
+
+@dataclass
+class Merge:
+    """Request-wide rules applied while combining the groups' requests."""
+
+    groups: list[ResolvedGroup]
+    group_policy: str | None = None
+    same_subtrees: list[set[str]] = field(default_factory=list)
+    # provider id -> parent id (providers of the trees in play)
+    parent_of: dict[int, int | None] = field(default_factory=dict)
+    # Before 1.29 a candidate may use only one provider per tree.
+    nested_aware: bool = True
+
+
+def merge_candidates(merge: Merge, per_group: dict[str, list[GroupRequest]], facts: Facts) -> Iterator[Candidate]:
+    """Combine one request per group, anchor by anchor, lazily and without repeats."""
+    suffixes = [group.suffix for group in merge.groups]
+    granular = [i for i, group in enumerate(merge.groups) if group.use_same_provider]
+    isolate = merge.group_policy == "isolate" and len(granular) > 1
+    subtree_positions = [
+        [i for i, suffix in enumerate(suffixes) if suffix in subtree] for subtree in merge.same_subtrees
+    ]
+    by_anchor: dict[int, list[list[GroupRequest]]] = {}
+    for position, suffix in enumerate(suffixes):
+        for request in per_group[suffix]:
+            lists = by_anchor.get(request[0])
+            if lists is None:
+                lists = by_anchor[request[0]] = [[] for _ in suffixes]
+            lists[position].append(request)
+    single_group = len(suffixes) == 1
+    seen: set[tuple[object, ...]] = set()
+    root_of = facts.root_of
+    inventory = facts.inventory
+    for anchor in sorted(by_anchor):
+        lists = by_anchor[anchor]
+        if not all(lists):
+            continue
+        for combo in itertools.product(*lists):
+            if isolate and len({next(iter(combo[i][2])) for i in granular}) != len(granular):
+                continue
+            if subtree_positions and not all(
+                in_same_subtree(set().union(*(combo[i][2] for i in positions)), merge.parent_of)
+                for positions in subtree_positions
+            ):
+                continue
+            amounts: dict[tuple[int, int], int] = {}
+            for request in combo:
+                for rp, rc, amount in request[1]:
+                    key = (rp, rc)
+                    amounts[key] = amounts.get(key, 0) + amount
+            if not single_group and not _within_capacity(amounts, inventory):
+                continue
+            if not merge.nested_aware and not _one_provider_per_tree(amounts, root_of):
+                continue
+            allocations = tuple(sorted(amounts.items()))
+            mappings = tuple((suffixes[i], combo[i][2]) for i in range(len(suffixes)))
+            key = (allocations, mappings)
+            if key in seen:
+                continue
+            seen.add(key)
+            yield Candidate(anchor, allocations, mappings)
+
+
+def _within_capacity(amounts: dict[tuple[int, int], int], inventory: dict[int, dict[int, InventoryRow]]) -> bool:
+    # Groups were checked one by one; amounts folded together from several
+    # groups onto one provider must still fit (capacity and max_unit only).
+    for (rp, rc), amount in amounts.items():
+        capacity, used, _min_unit, max_unit, _step = inventory[rc][rp]
+        if used + amount > int(capacity) or amount > max_unit:
+            return False
+    return True
+
+
+def _one_provider_per_tree(amounts: dict[tuple[int, int], int], root_of: dict[int, int]) -> bool:
+    providers = {rp for rp, _rc in amounts}
+    return len({root_of[rp] for rp in providers}) == len(providers)
+
+
+def select(candidates: Iterator[Candidate], limit: int | None, randomize: bool) -> list[Candidate]:
+    """Apply ``limit``: the first ones found, or a random choice among all."""
+    if limit is None:
+        chosen = list(candidates)
+        if randomize:
+            random.shuffle(chosen)
+        return chosen
+    if not randomize:
+        return list(itertools.islice(candidates, limit))
+    # Reservoir sampling: memory bounded by the limit, not by the answer.
+    reservoir: list[Candidate] = []
+    for seen, candidate in enumerate(candidates):
+        if seen < limit:
+            reservoir.append(candidate)
+        else:
+            slot = random.randint(0, seen)
+            if slot < limit:
+                reservoir[slot] = candidate
+    random.shuffle(reservoir)
+    return reservoir
+
+
+def summary_providers(candidates: list[Candidate], root_of: dict[int, int], nested_aware: bool) -> tuple[set[int], set[int]]:
+    """(roots whose whole trees are summarised, extra single providers).
+
+    From 1.29 every provider of every tree a candidate uses is summarised;
+    before, only the providers the candidates use.
+    """
+    used: set[int] = set()
+    for candidate in candidates:
+        used |= candidate.providers()
+    if nested_aware:
+        return {root_of[rp] for rp in used}, set()
+    return set(), used

@@ -1,0 +1,584 @@
+"""The queries behind ``GET /allocation_candidates``.
+
+Set-based and few: one query resolves names, one finds every inventory
+with room for a requested amount (usage summed in the same statement), one
+reads the requested traits and aggregates, one the anchors of sharing
+providers (only when sharing providers are in play), and two or three
+describe the trees of the answer.  All the combining happens in
+:mod:`corral.placement.domain.candidates` over plain integer structures.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterable
+from dataclasses import dataclass, field
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+
+from corral.placement.db.tables import (
+    allocations,
+    inventories,
+    placement_aggregates,
+    resource_classes,
+    resource_provider_aggregates,
+    resource_provider_traits,
+    resource_providers,
+    traits,
+)
+from corral.placement.domain.candidates import (
+    SHARING_TRAIT,
+    Candidate,
+    CandidateRequest,
+    Facts,
+    Merge,
+    RequestGroup,
+    ResolvedGroup,
+    group_requests,
+    merge_candidates,
+    select,
+    summary_providers,
+)
+
+# Above this many ids an IN list costs more than reading every row and
+# filtering in Python.
+MAX_IN_LIST = 800
+
+_KIND_CLASS, _KIND_TRAIT, _KIND_AGG, _KIND_TREE = 0, 1, 2, 3
+
+
+class UnknownNames(LookupError):
+    """Resource classes or traits that do not exist."""
+
+    def __init__(self, resource_classes: list[str], traits: list[str]) -> None:
+        super().__init__(resource_classes, traits)
+        self.resource_classes = resource_classes
+        self.traits = traits
+
+
+@dataclass
+class Names:
+    classes: dict[str, int] = field(default_factory=dict)
+    traits: dict[str, int] = field(default_factory=dict)
+    aggregates: dict[str, int] = field(default_factory=dict)
+    # provider uuid -> its root provider id
+    tree_roots: dict[str, int] = field(default_factory=dict)
+
+
+def resolve_names(
+    conn: Connection,
+    class_names: Iterable[str],
+    trait_names: Iterable[str],
+    aggregate_uuids: Iterable[str] = (),
+    provider_uuids: Iterable[str] = (),
+    *,
+    standard_classes: dict[str, int] | None = None,
+    standard_traits: dict[str, int] | None = None,
+) -> Names:
+    """Ids for every name, in one round trip; :class:`UnknownNames` if a class or trait is missing.
+
+    Unknown aggregates and providers are simply absent from the result.
+    """
+    names = Names()
+    standard_classes = standard_classes or {}
+    standard_traits = standard_traits or {}
+    classes_left = sorted({n for n in class_names if n not in standard_classes})
+    traits_left = sorted({n for n in trait_names if n not in standard_traits})
+    names.classes = {n: standard_classes[n] for n in class_names if n in standard_classes}
+    names.traits = {n: standard_traits[n] for n in trait_names if n in standard_traits}
+    aggregate_uuids = sorted(set(aggregate_uuids))
+    provider_uuids = sorted(set(provider_uuids))
+    parts = []
+    # SELECT 0, id, name FROM resource_classes WHERE name IN (:classes)
+    # UNION ALL SELECT 1, id, name FROM traits WHERE name IN (:traits)
+    # UNION ALL SELECT 2, id, uuid FROM placement_aggregates WHERE uuid IN (:aggs)
+    # UNION ALL SELECT 3, root_provider_id, uuid FROM resource_providers WHERE uuid IN (:providers)
+    if classes_left:
+        parts.append(
+            sa.select(sa.literal(_KIND_CLASS), resource_classes.c.id, resource_classes.c.name).where(
+                resource_classes.c.name.in_(classes_left)
+            )
+        )
+    if traits_left:
+        parts.append(sa.select(sa.literal(_KIND_TRAIT), traits.c.id, traits.c.name).where(traits.c.name.in_(traits_left)))
+    if aggregate_uuids:
+        parts.append(
+            sa.select(sa.literal(_KIND_AGG), placement_aggregates.c.id, placement_aggregates.c.uuid).where(
+                placement_aggregates.c.uuid.in_(aggregate_uuids)
+            )
+        )
+    if provider_uuids:
+        parts.append(
+            sa.select(
+                sa.literal(_KIND_TREE), resource_providers.c.root_provider_id, resource_providers.c.uuid
+            ).where(resource_providers.c.uuid.in_(provider_uuids))
+        )
+    if parts:
+        statement = parts[0] if len(parts) == 1 else sa.union_all(*parts)
+        targets = (names.classes, names.traits, names.aggregates, names.tree_roots)
+        for kind, ident, name in conn.execute(statement):
+            targets[kind][name] = ident
+    missing_classes = [n for n in classes_left if n not in names.classes]
+    missing_traits = [n for n in traits_left if n not in names.traits]
+    if missing_classes or missing_traits:
+        raise UnknownNames(missing_classes, missing_traits)
+    return names
+
+
+def _ids_of_any_of(sets: list[frozenset[str]], ids: dict[str, int]) -> list[frozenset[int]]:
+    return [frozenset(ids[name] for name in any_of if name in ids) for any_of in sets]
+
+
+def resolve_group(group: RequestGroup, names: Names) -> ResolvedGroup:
+    resources = {names.classes[rc]: amount for rc, amount in group.resources.items()}
+    member_of = _ids_of_any_of(group.member_of, names.aggregates)
+    resolved = ResolvedGroup(
+        suffix=group.suffix,
+        resources=dict(sorted(resources.items())),
+        required=_ids_of_any_of(group.required_traits, names.traits),
+        forbidden=frozenset(names.traits[t] for t in group.forbidden_traits),
+        member_of=member_of,
+        forbidden_aggs=frozenset(names.aggregates[a] for a in group.forbidden_aggs if a in names.aggregates),
+    )
+    # An any-of list of aggregates that do not exist can never match.
+    if any(not any_of for any_of in member_of):
+        resolved.impossible = True
+    if group.in_tree is not None:
+        root = names.tree_roots.get(group.in_tree)
+        if root is None:
+            resolved.impossible = True
+        else:
+            resolved.tree_root = root
+    return resolved
+
+
+def resolve_request(
+    conn: Connection,
+    request: CandidateRequest,
+    standard_classes: dict[str, int],
+    standard_traits: dict[str, int],
+) -> tuple[list[ResolvedGroup], Names]:
+    trees = [g.in_tree for g in request.groups.values() if g.in_tree is not None]
+    names = resolve_names(
+        conn,
+        request.resource_class_names(),
+        request.trait_names() | {SHARING_TRAIT},
+        request.aggregate_uuids(),
+        trees,
+        standard_classes=standard_classes,
+        standard_traits=standard_traits,
+    )
+    return [resolve_group(group, names) for group in request.groups.values()], names
+
+
+# ------------------------------------------------------------------ facts
+
+
+def _usage(class_ids: Collection[int]) -> sa.Subquery:
+    # SELECT resource_provider_id, resource_class_id, SUM(used) AS used
+    # FROM allocations WHERE resource_class_id IN (:class_ids)
+    # GROUP BY resource_provider_id, resource_class_id
+    return (
+        sa.select(
+            allocations.c.resource_provider_id,
+            allocations.c.resource_class_id,
+            sa.func.sum(allocations.c.used).label("used"),
+        )
+        .where(allocations.c.resource_class_id.in_(sorted(class_ids)))
+        .group_by(allocations.c.resource_provider_id, allocations.c.resource_class_id)
+        .subquery("usage")
+    )
+
+
+def _room_clause(inv: sa.Table, used: sa.ColumnElement, rc: int, amount: int, root: int | None) -> sa.ColumnElement:
+    clause = sa.and_(
+        inv.c.resource_class_id == rc,
+        used + amount <= (inv.c.total - inv.c.reserved) * inv.c.allocation_ratio,
+        inv.c.min_unit <= amount,
+        inv.c.max_unit >= amount,
+        sa.literal(amount) % inv.c.step_size == 0,
+    )
+    if root is not None:
+        clause = sa.and_(clause, resource_providers.c.root_provider_id == root)
+    return clause
+
+
+def inventories_with_room(conn: Connection, groups: list[ResolvedGroup], facts: Facts) -> None:
+    """Fill ``facts.inventory`` and ``facts.root_of`` with every inventory that has
+    room for some requested amount.
+
+    SELECT rp.id, rp.root_provider_id, inv.resource_class_id, inv.total, inv.reserved,
+           inv.min_unit, inv.max_unit, inv.step_size, inv.allocation_ratio,
+           COALESCE(usage.used, 0)
+    FROM inventories AS inv
+    JOIN resource_providers AS rp ON rp.id = inv.resource_provider_id
+    LEFT JOIN (<usage of the requested classes>) AS usage
+      ON usage.resource_provider_id = inv.resource_provider_id
+     AND usage.resource_class_id = inv.resource_class_id
+    WHERE inv.resource_class_id IN (:classes)
+      AND ( (inv.resource_class_id = :rc AND COALESCE(usage.used, 0) + :amount
+               <= (inv.total - inv.reserved) * inv.allocation_ratio
+             AND inv.min_unit <= :amount AND inv.max_unit >= :amount
+             AND MOD(:amount, inv.step_size) = 0 [AND rp.root_provider_id = :in_tree_root])
+            OR ... one branch per requested (class, amount, tree) )
+    """
+    wanted = sorted(
+        {(rc, amount, group.tree_root) for group in groups if not group.impossible for rc, amount in group.resources.items()},
+        key=lambda item: (item[0], item[1], item[2] or 0),
+    )
+    if not wanted:
+        return
+    class_ids = sorted({rc for rc, _amount, _root in wanted})
+    usage = _usage(class_ids)
+    used = sa.func.coalesce(usage.c.used, 0)
+    rp = resource_providers
+    statement = (
+        sa.select(
+            rp.c.id,
+            rp.c.root_provider_id,
+            inventories.c.resource_class_id,
+            inventories.c.total,
+            inventories.c.reserved,
+            inventories.c.min_unit,
+            inventories.c.max_unit,
+            inventories.c.step_size,
+            inventories.c.allocation_ratio,
+            used,
+        )
+        .select_from(
+            inventories.join(rp, rp.c.id == inventories.c.resource_provider_id).outerjoin(
+                usage,
+                sa.and_(
+                    usage.c.resource_provider_id == inventories.c.resource_provider_id,
+                    usage.c.resource_class_id == inventories.c.resource_class_id,
+                ),
+            )
+        )
+        .where(inventories.c.resource_class_id.in_(class_ids))
+        .where(sa.or_(*(_room_clause(inventories, used, rc, amount, root) for rc, amount, root in wanted)))
+    )
+    inventory = facts.inventory
+    root_of = facts.root_of
+    for rp_id, root_id, rc, total, reserved, min_unit, max_unit, step, ratio, used_now in conn.execute(statement):
+        root_of[rp_id] = root_id
+        rows = inventory.get(rc)
+        if rows is None:
+            rows = inventory[rc] = {}
+        rows[rp_id] = ((total - reserved) * ratio, int(used_now), min_unit, max_unit, step)
+
+
+def traits_and_aggregates(conn: Connection, trait_ids: Collection[int], aggregate_ids: Collection[int], facts: Facts) -> None:
+    """Fill ``facts.traits_of`` / ``facts.aggs_of`` for the requested traits and aggregates.
+
+    SELECT 1, rpt.resource_provider_id, rp.root_provider_id, rpt.trait_id
+    FROM resource_provider_traits AS rpt JOIN resource_providers AS rp ON rp.id = rpt.resource_provider_id
+    WHERE rpt.trait_id IN (:trait_ids)
+    UNION ALL
+    SELECT 2, rpa.resource_provider_id, rp.root_provider_id, rpa.aggregate_id
+    FROM resource_provider_aggregates AS rpa JOIN resource_providers AS rp ON rp.id = rpa.resource_provider_id
+    WHERE rpa.aggregate_id IN (:aggregate_ids)
+    """
+    rp = resource_providers
+    parts = []
+    if trait_ids:
+        rpt = resource_provider_traits
+        parts.append(
+            sa.select(sa.literal(_KIND_TRAIT), rpt.c.resource_provider_id, rp.c.root_provider_id, rpt.c.trait_id)
+            .select_from(rpt.join(rp, rp.c.id == rpt.c.resource_provider_id))
+            .where(rpt.c.trait_id.in_(sorted(trait_ids)))
+        )
+    if aggregate_ids:
+        rpa = resource_provider_aggregates
+        parts.append(
+            sa.select(sa.literal(_KIND_AGG), rpa.c.resource_provider_id, rp.c.root_provider_id, rpa.c.aggregate_id)
+            .select_from(rpa.join(rp, rp.c.id == rpa.c.resource_provider_id))
+            .where(rpa.c.aggregate_id.in_(sorted(aggregate_ids)))
+        )
+    if not parts:
+        return
+    statement = parts[0] if len(parts) == 1 else sa.union_all(*parts)
+    root_of = facts.root_of
+    for kind, rp_id, root_id, ident in conn.execute(statement):
+        root_of[rp_id] = root_id
+        target = facts.traits_of if kind == _KIND_TRAIT else facts.aggs_of
+        found = target.get(rp_id)
+        if found is None:
+            target[rp_id] = {ident}
+        else:
+            found.add(ident)
+
+
+def sharing_anchors(conn: Connection, sharing_ids: Collection[int], facts: Facts) -> None:
+    """Fill ``facts.anchors_of``: the roots of every tree that shares an aggregate
+    with each sharing provider (its own tree included).
+
+    SELECT DISTINCT sa.resource_provider_id, rp.root_provider_id
+    FROM resource_provider_aggregates AS sa
+    JOIN resource_provider_aggregates AS oa ON oa.aggregate_id = sa.aggregate_id
+    JOIN resource_providers AS rp ON rp.id = oa.resource_provider_id
+    WHERE sa.resource_provider_id IN (:sharing_ids)
+    """
+    if not sharing_ids:
+        return
+    mine = resource_provider_aggregates.alias("sa")
+    other = resource_provider_aggregates.alias("oa")
+    rp = resource_providers
+    statement = (
+        sa.select(mine.c.resource_provider_id, rp.c.root_provider_id)
+        .select_from(
+            mine.join(other, other.c.aggregate_id == mine.c.aggregate_id).join(rp, rp.c.id == other.c.resource_provider_id)
+        )
+        .where(mine.c.resource_provider_id.in_(sorted(sharing_ids)))
+        .distinct()
+    )
+    for sharing_id, root_id in conn.execute(statement):
+        facts.anchors_of.setdefault(sharing_id, set()).add(root_id)
+
+
+def gather_facts(
+    conn: Connection, request: CandidateRequest, groups: list[ResolvedGroup], names: Names
+) -> Facts:
+    facts = Facts(inventory={}, root_of={}, traits_of={}, aggs_of={}, sharing=set(), anchors_of={})
+    sharing_trait = names.traits.get(SHARING_TRAIT)
+    facts.root_required = frozenset(names.traits[t] for t in request.root_required)
+    facts.root_forbidden = frozenset(names.traits[t] for t in request.root_forbidden)
+    inventories_with_room(conn, groups, facts)
+    trait_ids = set(facts.root_required | facts.root_forbidden)
+    aggregate_ids: set[int] = set()
+    for group in groups:
+        trait_ids |= group.forbidden
+        for any_of in group.required:
+            trait_ids |= any_of
+        aggregate_ids |= group.forbidden_aggs
+        for any_of in group.member_of:
+            aggregate_ids |= any_of
+    if sharing_trait is not None:
+        trait_ids.add(sharing_trait)
+    traits_and_aggregates(conn, trait_ids, aggregate_ids, facts)
+    if sharing_trait is not None:
+        facts.sharing = {rp for rp, found in facts.traits_of.items() if sharing_trait in found}
+        # Only sharing providers that can serve something need their anchors.
+        serving = set(facts.root_of) if any(not g.resources for g in groups) else set()
+        for rows in facts.inventory.values():
+            serving.update(rows)
+        sharing_anchors(conn, facts.sharing & serving, facts)
+    return facts
+
+
+# ------------------------------------------------------------- the answer
+
+
+@dataclass
+class ProviderRow:
+    uuid: str
+    parent_id: int | None
+    root_id: int
+
+
+def _id_filter(column: sa.ColumnElement, ids: Collection[int]) -> sa.ColumnElement | None:
+    if len(ids) > MAX_IN_LIST:
+        return None
+    return column.in_(sorted(ids))
+
+
+def providers_of_trees(conn: Connection, roots: Collection[int], providers: Collection[int] = ()) -> dict[int, ProviderRow]:
+    """uuid, parent and root of every provider in ``roots``' trees and of ``providers``.
+
+    SELECT id, uuid, parent_provider_id, root_provider_id FROM resource_providers
+    WHERE root_provider_id IN (:roots) OR id IN (:providers)
+    """
+    rp = resource_providers
+    roots = set(roots)
+    providers = set(providers)
+    statement = sa.select(rp.c.id, rp.c.uuid, rp.c.parent_provider_id, rp.c.root_provider_id)
+    clauses = []
+    if roots:
+        clauses.append(_id_filter(rp.c.root_provider_id, roots))
+    if providers:
+        clauses.append(_id_filter(rp.c.id, providers))
+    if not clauses:
+        return {}
+    if all(clause is not None for clause in clauses):
+        statement = statement.where(sa.or_(*clauses))
+    found = {}
+    for rp_id, uuid, parent_id, root_id in conn.execute(statement):
+        if root_id in roots or rp_id in providers:
+            found[rp_id] = ProviderRow(uuid, parent_id, root_id)
+    return found
+
+
+def summary_inventories(
+    conn: Connection, provider_ids: Collection[int], class_ids: Collection[int] | None
+) -> dict[int, list[tuple[int, int, int]]]:
+    """provider id -> [(resource class id, capacity, used)] (all classes when ``class_ids`` is None).
+
+    SELECT inv.resource_provider_id, inv.resource_class_id, inv.total, inv.reserved,
+           inv.allocation_ratio, COALESCE(usage.used, 0)
+    FROM inventories AS inv
+    LEFT JOIN (SELECT resource_provider_id, resource_class_id, SUM(used) AS used
+               FROM allocations WHERE resource_provider_id IN (:providers)
+               GROUP BY resource_provider_id, resource_class_id) AS usage
+      ON usage.resource_provider_id = inv.resource_provider_id
+     AND usage.resource_class_id = inv.resource_class_id
+    WHERE inv.resource_provider_id IN (:providers) [AND inv.resource_class_id IN (:classes)]
+    """
+    if not provider_ids:
+        return {}
+    usage_query = sa.select(
+        allocations.c.resource_provider_id,
+        allocations.c.resource_class_id,
+        sa.func.sum(allocations.c.used).label("used"),
+    )
+    in_providers = _id_filter(allocations.c.resource_provider_id, provider_ids)
+    if in_providers is not None:
+        usage_query = usage_query.where(in_providers)
+    if class_ids is not None:
+        usage_query = usage_query.where(allocations.c.resource_class_id.in_(sorted(class_ids)))
+    usage = usage_query.group_by(allocations.c.resource_provider_id, allocations.c.resource_class_id).subquery("usage")
+    inv = inventories
+    statement = sa.select(
+        inv.c.resource_provider_id,
+        inv.c.resource_class_id,
+        inv.c.total,
+        inv.c.reserved,
+        inv.c.allocation_ratio,
+        sa.func.coalesce(usage.c.used, 0),
+    ).select_from(
+        inv.outerjoin(
+            usage,
+            sa.and_(
+                usage.c.resource_provider_id == inv.c.resource_provider_id,
+                usage.c.resource_class_id == inv.c.resource_class_id,
+            ),
+        )
+    )
+    in_providers = _id_filter(inv.c.resource_provider_id, provider_ids)
+    if in_providers is not None:
+        statement = statement.where(in_providers)
+    if class_ids is not None:
+        statement = statement.where(inv.c.resource_class_id.in_(sorted(class_ids)))
+    wanted = provider_ids if isinstance(provider_ids, (set, frozenset, dict)) else set(provider_ids)
+    found: dict[int, list[tuple[int, int, int]]] = {}
+    for rp_id, rc, total, reserved, ratio, used in conn.execute(statement):
+        if rp_id in wanted:
+            found.setdefault(rp_id, []).append((rc, int((total - reserved) * ratio), int(used)))
+    return found
+
+
+def summary_traits(conn: Connection, provider_ids: Collection[int]) -> dict[int, list[str]]:
+    """provider id -> sorted trait names.
+
+    SELECT rpt.resource_provider_id, traits.name
+    FROM resource_provider_traits AS rpt JOIN traits ON traits.id = rpt.trait_id
+    WHERE rpt.resource_provider_id IN (:providers)
+    """
+    if not provider_ids:
+        return {}
+    rpt = resource_provider_traits
+    statement = sa.select(rpt.c.resource_provider_id, traits.c.name).select_from(
+        rpt.join(traits, traits.c.id == rpt.c.trait_id)
+    )
+    in_providers = _id_filter(rpt.c.resource_provider_id, provider_ids)
+    if in_providers is not None:
+        statement = statement.where(in_providers)
+    wanted = provider_ids if isinstance(provider_ids, (set, frozenset, dict)) else set(provider_ids)
+    found: dict[int, list[str]] = {}
+    for rp_id, name in conn.execute(statement):
+        if rp_id in wanted:
+            found.setdefault(rp_id, []).append(name)
+    for names in found.values():
+        names.sort()
+    return found
+
+
+def class_names(conn: Connection, class_ids: Iterable[int], standard_classes: dict[str, int]) -> dict[int, str]:
+    """Resource class id -> name (standard ones from the cache).
+
+    SELECT id, name FROM resource_classes WHERE id IN (:ids)
+    """
+    reverse = {ident: name for name, ident in standard_classes.items()}
+    found = {}
+    rest = []
+    for ident in set(class_ids):
+        if ident in reverse:
+            found[ident] = reverse[ident]
+        else:
+            rest.append(ident)
+    if rest:
+        statement = sa.select(resource_classes.c.id, resource_classes.c.name).where(resource_classes.c.id.in_(sorted(rest)))
+        found.update({ident: name for ident, name in conn.execute(statement)})
+    return found
+
+
+# ------------------------------------------------------------- the search
+
+
+@dataclass
+class Answer:
+    """Candidates and everything needed to render them."""
+
+    candidates: list[Candidate]
+    providers: dict[int, ProviderRow]
+    # providers to summarise, in a stable order
+    summarised: list[int]
+    inventories: dict[int, list[tuple[int, int, int]]]
+    traits: dict[int, list[str]]
+    class_names: dict[int, str]
+
+
+def find_candidates(
+    conn: Connection,
+    request: CandidateRequest,
+    *,
+    standard_classes: dict[str, int],
+    standard_traits: dict[str, int],
+    randomize: bool = False,
+    all_classes_in_summaries: bool = True,
+    with_traits: bool = True,
+) -> Answer:
+    """The whole search, inside one read transaction (:class:`UnknownNames` on bad names)."""
+    groups, names = resolve_request(conn, request, standard_classes, standard_traits)
+    empty = Answer([], {}, [], {}, {}, {})
+    if any(group.impossible for group in groups):
+        return empty
+    facts = gather_facts(conn, request, groups, names)
+    per_group = {}
+    for group in groups:
+        found = group_requests(group, facts)
+        if not found:
+            return empty
+        per_group[group.suffix] = found
+    # Only anchors every group can reach matter from here on.
+    anchors = set.intersection(*({r[0] for r in found} for found in per_group.values()))
+    if not anchors:
+        return empty
+    roots = set(anchors)
+    for found in per_group.values():
+        for anchor, _resources, members in found:
+            if anchor in anchors:
+                roots.update(facts.root_of[rp] for rp in members)
+    providers = providers_of_trees(conn, roots)
+    merge = Merge(
+        groups=groups,
+        group_policy=request.group_policy,
+        same_subtrees=request.same_subtrees,
+        parent_of={rp: row.parent_id for rp, row in providers.items()},
+        nested_aware=request.nested_aware,
+    )
+    chosen = select(merge_candidates(merge, per_group, facts), request.limit, randomize)
+    if not chosen:
+        return empty
+    tree_roots, single = summary_providers(chosen, facts.root_of, request.nested_aware)
+    summarised = sorted(rp for rp, row in providers.items() if row.root_id in tree_roots or rp in single)
+    requested_classes = {rc for group in groups for rc in group.resources}
+    inventories_found = summary_inventories(conn, summarised, None if all_classes_in_summaries else requested_classes)
+    traits_found = summary_traits(conn, summarised) if with_traits else {}
+    used_classes = {rc for rows in inventories_found.values() for rc, _cap, _used in rows} | requested_classes
+    return Answer(
+        candidates=chosen,
+        providers=providers,
+        summarised=summarised,
+        inventories=inventories_found,
+        traits=traits_found,
+        class_names=class_names(conn, used_classes, standard_classes),
+    )
