@@ -1,0 +1,129 @@
+"""GET /allocation_candidates (1.10 and later).
+
+The query is parsed by :mod:`corral.placement.api.query`, the search runs
+in one read transaction (:func:`corral.placement.db.candidates.find_candidates`)
+and the answer is rendered here in the shape of the request's microversion:
+
+* allocation requests: a list of ``{"resource_provider", "resources"}``
+  before 1.12, a dict keyed by provider UUID from 1.12, with ``mappings``
+  (request-group suffix -> provider UUIDs) from 1.34;
+* provider summaries: ``resources`` (capacity, used) of the requested
+  classes only before 1.27 and of every class from 1.27, ``traits`` from
+  1.17, ``parent_provider_uuid`` / ``root_provider_uuid`` from 1.29.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import falcon
+
+from corral.core import errors
+from corral.core.http import Endpoint, Route
+from corral.placement.api import query, util
+from corral.placement.api.state import PlacementState
+from corral.placement.db.candidates import Answer, UnknownNames, find_candidates
+
+INTRODUCED = (1, 10)
+DICT_ALLOCATIONS = (1, 12)
+SUMMARY_TRAITS = (1, 17)
+ALL_RESOURCES = (1, 27)
+NESTED_SUMMARIES = (1, 29)
+MAPPINGS = (1, 34)
+
+
+def unknown_names_error(error: UnknownNames) -> errors.BadRequest:
+    if error.resource_classes:
+        return errors.BadRequest(
+            f"Invalid resource class in resources parameter: No such resource class {error.resource_classes[0]}."
+        )
+    return errors.BadRequest(f"No such trait(s): {', '.join(error.traits)}.")
+
+
+def list_candidates(state: PlacementState, req: falcon.Request, resp: falcon.Response) -> None:
+    util.authorize(state, req, "placement:allocation_candidates:list")
+    version = req.context.version
+    request = query.parse_candidate_request(query.query_pairs(req.query_string), version)
+    try:
+        with state.db.read() as conn:
+            answer = find_candidates(
+                conn,
+                request,
+                standard_classes=state.standard_classes,
+                standard_traits=state.standard_traits,
+                randomize=state.conf.placement.randomize_allocation_candidates,
+                all_classes_in_summaries=version >= ALL_RESOURCES,
+                with_traits=version >= SUMMARY_TRAITS,
+            )
+    except UnknownNames as error:
+        raise unknown_names_error(error) from None
+    util.send_cacheable(req, resp, render(answer, version), None)
+
+
+def render(answer: Answer, version: tuple[int, int]) -> dict[str, Any]:
+    return {
+        "allocation_requests": _render_requests(answer, version),
+        "provider_summaries": _render_summaries(answer, version),
+    }
+
+
+def _render_requests(answer: Answer, version: tuple[int, int]) -> list[dict[str, Any]]:
+    uuid_of = {rp: row.uuid for rp, row in answer.providers.items()}
+    names = answer.class_names
+    as_dict = version >= DICT_ALLOCATIONS
+    with_mappings = version >= MAPPINGS
+    rendered = []
+    for candidate in answer.candidates:
+        by_provider: dict[str, dict[str, int]] = {}
+        for (rp, rc), amount in candidate.allocations:
+            uuid = uuid_of[rp]
+            resources = by_provider.get(uuid)
+            if resources is None:
+                resources = by_provider[uuid] = {}
+            resources[names[rc]] = amount
+        if as_dict:
+            entry: dict[str, Any] = {
+                "allocations": {uuid: {"resources": resources} for uuid, resources in by_provider.items()}
+            }
+            if with_mappings:
+                entry["mappings"] = {
+                    suffix: sorted(uuid_of[rp] for rp in members) for suffix, members in candidate.mappings
+                }
+        else:
+            entry = {
+                "allocations": [
+                    {"resource_provider": {"uuid": uuid}, "resources": resources}
+                    for uuid, resources in by_provider.items()
+                ]
+            }
+        rendered.append(entry)
+    return rendered
+
+
+def _render_summaries(answer: Answer, version: tuple[int, int]) -> dict[str, Any]:
+    providers = answer.providers
+    names = answer.class_names
+    with_traits = version >= SUMMARY_TRAITS
+    nested = version >= NESTED_SUMMARIES
+    summaries: dict[str, Any] = {}
+    for rp in answer.summarised:
+        row = providers[rp]
+        summary: dict[str, Any] = {
+            "resources": {
+                names[rc]: {"capacity": capacity, "used": used}
+                for rc, capacity, used in answer.inventories.get(rp, ())
+            }
+        }
+        if with_traits:
+            summary["traits"] = answer.traits.get(rp, [])
+        if nested:
+            parent = providers.get(row.parent_id) if row.parent_id is not None else None
+            summary["parent_provider_uuid"] = parent.uuid if parent is not None else None
+            summary["root_provider_uuid"] = providers[row.root_id].uuid
+        summaries[row.uuid] = summary
+    return summaries
+
+
+ROUTES = [
+    Route("/allocation_candidates", {"GET": Endpoint(list_candidates, min_version=INTRODUCED)}),
+]
