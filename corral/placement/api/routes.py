@@ -7,7 +7,7 @@ concatenation, in a fixed order.
 from __future__ import annotations
 
 from corral.core.http import Route
-from corral.placement.api.handlers import aggregates, inventories, resource_classes, resource_providers, root, traits
+from corral.placement.api.handlers import aggregates, allocation_candidates, inventories, resource_classes, resource_providers, root, traits
 
 ROUTES: list[Route] = [
     *root.ROUTES,
@@ -16,4 +16,5 @@ ROUTES: list[Route] = [
     *resource_classes.ROUTES,
     *traits.ROUTES,
     *aggregates.ROUTES,
+    *allocation_candidates.ROUTES,
 ]
