@@ -8,6 +8,9 @@ from oslo_config import cfg
 
 from corral.core.migrations import MigrationTree
 from corral.compute import conf as compute_conf
+from corral.compute.cli import cli
+
+__all__ = ["NAME", "PREFIX", "cli", "make_app", "migration_targets", "register_opts", "start_background"]
 
 NAME = "compute"
 PREFIX = "/compute"

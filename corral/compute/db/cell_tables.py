@@ -51,6 +51,7 @@ instances = sa.Table(
     sa.Column("ephemeral_gb", sa.Integer, nullable=False),
     # JSON: the embedded flavor (name, sizes, extra specs) as booted.
     sa.Column("flavor", sa.Text, nullable=False),
+    sa.Column("flavorid", sa.String(255), nullable=False),
     sa.Column("image_ref", sa.String(255), nullable=True),
     sa.Column("key_name", sa.String(255), nullable=True),
     sa.Column("reservation_id", sa.String(255), nullable=True),
@@ -59,6 +60,7 @@ instances = sa.Table(
     sa.Column("access_ip_v4", sa.String(39), nullable=True),
     sa.Column("access_ip_v6", sa.String(39), nullable=True),
     sa.Column("progress", sa.Integer, nullable=True),
+    sa.Column("user_data", sa.Text, nullable=True),
     sa.Column("locked", sa.Boolean, nullable=False, default=False),
     sa.Column("locked_by", sa.String(255), nullable=True),
     sa.Column("launched_at", sa.DateTime, nullable=True),

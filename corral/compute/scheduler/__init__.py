@@ -1,0 +1,100 @@
+"""Scheduling through Placement, behind a small interface.
+
+:class:`SchedulerClient` is all the rest of Compute knows: pick a host for
+a :class:`ResourceRequest` and claim its resources for a consumer, release
+a consumer's resources, and report compute nodes (providers, inventories,
+aggregates).  :class:`~corral.compute.scheduler.placement.PlacementScheduler`
+talks to a Placement API over HTTP; :class:`~corral.compute.scheduler.fake.FakeScheduler`
+keeps the same state in memory for unit tests.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+
+class NoValidHost(Exception):
+    """No host has room for the request (upstream's wording in the message)."""
+
+    def __init__(self, reason: str = "") -> None:
+        message = "No valid host was found. " + (reason or "There are not enough hosts available.")
+        super().__init__(message)
+        self.reason = reason
+
+
+class SchedulerUnavailable(Exception):
+    """Placement could not be reached or answered with an unexpected error."""
+
+
+@dataclass
+class ResourceRequest:
+    """What a server needs from Placement, already resolved from flavor and aggregates."""
+
+    resources: dict[str, int]
+    required_traits: set[str] = field(default_factory=set)
+    forbidden_traits: set[str] = field(default_factory=set)
+    # Each inner list is one member_of=in:... (the provider must be in one of them);
+    # all lists must hold.
+    member_of: list[list[str]] = field(default_factory=list)
+    # member_of=!in:...
+    forbidden_aggregates: set[str] = field(default_factory=set)
+    # Providers that may be chosen: compute node uuid -> (host, nodename),
+    # the nodes of hosts that are up and enabled (and the forced host).
+    eligible_nodes: dict[str, tuple[str, str]] = field(default_factory=dict)
+
+    def query(self, limit: int) -> list[tuple[str, str]]:
+        """Query parameters of GET /allocation_candidates."""
+        params = [("resources", ",".join(f"{rc}:{amount}" for rc, amount in sorted(self.resources.items())))]
+        traits = sorted(self.required_traits) + [f"!{trait}" for trait in sorted(self.forbidden_traits)]
+        if traits:
+            params.append(("required", ",".join(traits)))
+        for group in self.member_of:
+            params.append(("member_of", "in:" + ",".join(sorted(group))))
+        if self.forbidden_aggregates:
+            params.append(("member_of", "!in:" + ",".join(sorted(self.forbidden_aggregates))))
+        params.append(("limit", str(limit)))
+        return params
+
+
+@dataclass(frozen=True)
+class Selection:
+    host: str
+    nodename: str
+    provider_uuid: str
+    allocations: dict[str, dict[str, int]]
+
+
+@dataclass(frozen=True)
+class ComputeNodeReport:
+    host: str
+    nodename: str
+    uuid: str
+    # resource class -> {"total", "reserved", "allocation_ratio", "min_unit", "max_unit", "step_size"}
+    inventories: dict[str, dict[str, Any]]
+    traits: frozenset[str] = frozenset()
+
+
+class SchedulerClient(Protocol):
+    def select_and_claim(
+        self, request: ResourceRequest, consumer_uuid: str, project_id: str, user_id: str
+    ) -> Selection:
+        """Claim resources for ``consumer_uuid`` on one host; raises NoValidHost."""
+
+    def release(self, consumer_uuid: str) -> None:
+        """Drop every allocation of ``consumer_uuid`` (a no-op when it has none)."""
+
+    def report_compute_node(self, report: ComputeNodeReport) -> None:
+        """Create or update the node's resource provider, inventories and traits."""
+
+    def set_provider_aggregates(self, provider_uuid: str, aggregate_uuids: set[str]) -> None:
+        """Make the node's provider a member of exactly these aggregates (if it exists)."""
+
+    def usages(self, project_id: str) -> dict[str, int]:
+        """The project's resource usage across providers."""
+
+
+def make_scheduler(conf: Any) -> SchedulerClient:
+    from corral.compute.scheduler.placement import PlacementScheduler
+
+    return PlacementScheduler(conf)

@@ -1,0 +1,188 @@
+"""The scheduler client over Placement's HTTP API.
+
+Candidates come from ``GET /allocation_candidates``; the chosen one is
+claimed with ``PUT /allocations/{consumer}`` and ``consumer_generation:
+null`` (a new consumer).  A 409 (another claim took the room, or the
+provider changed) moves on to the next candidate; when all candidates of
+one answer are spent the query is asked again, up to ``[scheduler]
+max_attempts`` times.  Among candidates, the host with the most free RAM
+comes first (upstream's default RAM weigher spreads the same way).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Any
+
+import requests
+from oslo_config import cfg
+
+from corral.compute.scheduler import (
+    ComputeNodeReport,
+    NoValidHost,
+    ResourceRequest,
+    SchedulerUnavailable,
+    Selection,
+)
+
+LOG = logging.getLogger(__name__)
+
+PLACEMENT_VERSION = "placement 1.36"
+
+
+class PlacementScheduler:
+    def __init__(self, conf: cfg.ConfigOpts) -> None:
+        self._conf = conf
+        endpoint = conf.placement.endpoint or f"http://127.0.0.1:{conf.placement.local_port}/placement"
+        self._endpoint = endpoint.rstrip("/")
+        self._local = threading.local()
+
+    # ----------------------------------------------------------- plumbing
+
+    def _session(self) -> requests.Session:
+        session = getattr(self._local, "session", None)
+        if session is None:
+            session = requests.Session()
+            session.headers.update({
+                "X-Auth-Token": self._conf.placement.token,
+                "OpenStack-API-Version": PLACEMENT_VERSION,
+                "Accept": "application/json",
+            })
+            self._local.session = session
+        return session
+
+    def _call(self, method: str, path: str, **kwargs: Any) -> requests.Response:
+        try:
+            return self._session().request(
+                method, self._endpoint + path, timeout=self._conf.placement.request_timeout, **kwargs
+            )
+        except requests.RequestException as error:
+            raise SchedulerUnavailable(f"Placement at {self._endpoint} cannot be reached: {error}") from error
+
+    def _expect(self, response: requests.Response, *statuses: int) -> requests.Response:
+        if response.status_code not in statuses:
+            raise SchedulerUnavailable(
+                f"Placement answered {response.status_code} to {response.request.method} "
+                f"{response.request.path_url}: {response.text[:500]}"
+            )
+        return response
+
+    # ---------------------------------------------------------- scheduling
+
+    def _candidates(self, request: ResourceRequest) -> list[tuple[str, dict[str, dict[str, int]]]]:
+        params = request.query(self._conf.scheduler.max_placement_results)
+        body = self._expect(self._call("GET", "/allocation_candidates", params=params), 200).json()
+        summaries = body.get("provider_summaries", {})
+        ranked = []
+        for candidate in body.get("allocation_requests", []):
+            allocations = {rp: item["resources"] for rp, item in candidate["allocations"].items()}
+            roots = {summaries.get(rp, {}).get("root_provider_uuid", rp) for rp in allocations}
+            node = next((root for root in roots if root in request.eligible_nodes), None)
+            if node is None:
+                continue
+            memory = summaries.get(node, {}).get("resources", {}).get("MEMORY_MB", {})
+            free = memory.get("capacity", 0) - memory.get("used", 0)
+            ranked.append((-free, request.eligible_nodes[node][1], node, allocations))
+        ranked.sort(key=lambda item: (item[0], item[1]))
+        return [(node, allocations) for _free, _name, node, allocations in ranked]
+
+    def select_and_claim(self, request: ResourceRequest, consumer_uuid: str, project_id: str,
+                         user_id: str) -> Selection:
+        if not request.eligible_nodes:
+            raise NoValidHost("There are not enough hosts available.")
+        for _attempt in range(self._conf.scheduler.max_attempts):
+            candidates = self._candidates(request)
+            if not candidates:
+                raise NoValidHost("There are not enough hosts available.")
+            for node, allocations in candidates:
+                if self._claim(consumer_uuid, allocations, project_id, user_id):
+                    host, nodename = request.eligible_nodes[node]
+                    return Selection(host, nodename, node, allocations)
+        raise NoValidHost("Every candidate was taken by concurrent requests.")
+
+    def _claim(self, consumer_uuid: str, allocations: dict[str, dict[str, int]], project_id: str,
+               user_id: str) -> bool:
+        body = {
+            "allocations": {rp: {"resources": resources} for rp, resources in allocations.items()},
+            "project_id": project_id,
+            "user_id": user_id,
+            "consumer_generation": None,
+        }
+        response = self._call("PUT", f"/allocations/{consumer_uuid}", json=body)
+        if response.status_code == 204:
+            return True
+        if response.status_code == 409:
+            LOG.debug("claim for %s lost a race: %s", consumer_uuid, response.text[:300])
+            return False
+        self._expect(response, 204)
+        return False
+
+    def release(self, consumer_uuid: str) -> None:
+        response = self._call("DELETE", f"/allocations/{consumer_uuid}")
+        self._expect(response, 204, 404)
+
+    def usages(self, project_id: str) -> dict[str, int]:
+        body = self._expect(self._call("GET", "/usages", params={"project_id": project_id}), 200).json()
+        return {rc: int(amount) for rc, amount in body.get("usages", {}).items()}
+
+    # ------------------------------------------------------------ reporting
+
+    def report_compute_node(self, report: ComputeNodeReport) -> None:
+        generation = self._ensure_provider(report.uuid, report.nodename)
+        for _attempt in range(5):
+            response = self._call(
+                "PUT", f"/resource_providers/{report.uuid}/inventories",
+                json={"resource_provider_generation": generation, "inventories": report.inventories},
+            )
+            if response.status_code == 200:
+                generation = response.json()["resource_provider_generation"]
+                break
+            if response.status_code != 409:
+                self._expect(response, 200)
+            generation = self._generation(report.uuid)
+        if report.traits:
+            self._set_traits(report.uuid, report.traits)
+
+    def _ensure_provider(self, uuid: str, name: str) -> int:
+        response = self._call("GET", f"/resource_providers/{uuid}")
+        if response.status_code == 200:
+            return int(response.json()["generation"])
+        self._expect(response, 404)
+        created = self._call("POST", "/resource_providers", json={"uuid": uuid, "name": name})
+        if created.status_code == 409:
+            return self._generation(uuid)
+        return int(self._expect(created, 200, 201).json()["generation"]) if created.content else self._generation(uuid)
+
+    def _generation(self, uuid: str) -> int:
+        return int(self._expect(self._call("GET", f"/resource_providers/{uuid}"), 200).json()["generation"])
+
+    def _set_traits(self, uuid: str, traits: frozenset[str]) -> None:
+        for trait in traits:
+            if trait.startswith("CUSTOM_"):
+                self._expect(self._call("PUT", f"/traits/{trait}"), 201, 204)
+        for _attempt in range(5):
+            response = self._call(
+                "PUT", f"/resource_providers/{uuid}/traits",
+                json={"resource_provider_generation": self._generation(uuid), "traits": sorted(traits)},
+            )
+            if response.status_code == 200:
+                return
+            if response.status_code != 409:
+                self._expect(response, 200)
+
+    def set_provider_aggregates(self, provider_uuid: str, aggregate_uuids: set[str]) -> None:
+        for _attempt in range(5):
+            current = self._call("GET", f"/resource_providers/{provider_uuid}/aggregates")
+            if current.status_code == 404:
+                return
+            body = self._expect(current, 200).json()
+            response = self._call(
+                "PUT", f"/resource_providers/{provider_uuid}/aggregates",
+                json={"aggregates": sorted(aggregate_uuids),
+                      "resource_provider_generation": body["resource_provider_generation"]},
+            )
+            if response.status_code == 200:
+                return
+            if response.status_code != 409:
+                self._expect(response, 200)
