@@ -7,7 +7,7 @@ concatenation, in a fixed order.
 from __future__ import annotations
 
 from corral.core.http import Route
-from corral.placement.api.handlers import aggregates, allocation_candidates, inventories, resource_classes, resource_providers, root, traits
+from corral.placement.api.handlers import aggregates, allocation_candidates, allocations, inventories, resource_classes, resource_providers, root, traits, usages
 
 ROUTES: list[Route] = [
     *root.ROUTES,
@@ -17,4 +17,6 @@ ROUTES: list[Route] = [
     *traits.ROUTES,
     *aggregates.ROUTES,
     *allocation_candidates.ROUTES,
+    *allocations.ROUTES,
+    *usages.ROUTES,
 ]
