@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import datetime
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 import sqlalchemy as sa
@@ -90,30 +90,12 @@ def get_many(conn: Connection, uuids: Iterable[str]) -> dict[str, Provider]:
     return {row.uuid: _provider(row) for row in rows}
 
 
-def list_providers(
-    conn: Connection,
-    *,
-    name: str | None = None,
-    uuid: str | None = None,
-    in_tree: str | None = None,
-    ids: Sequence[int] | None = None,
-) -> list[Provider]:
-    # ... WHERE rp.name = :name AND rp.uuid = :uuid
-    #     AND rp.root_provider_id = (SELECT root_provider_id FROM resource_providers WHERE uuid = :in_tree)
-    #     AND rp.id IN (:ids)
-    # ORDER BY rp.id
+def list_providers(conn: Connection, id_query: sa.Select | None = None) -> list[Provider]:
+    """Every provider, or those whose id ``id_query`` selects, in id order."""
+    # ... [WHERE rp.id IN (<id_query>)] ORDER BY rp.id
     query = _SELECT
-    if name is not None:
-        query = query.where(_rp.c.name == name)
-    if uuid is not None:
-        query = query.where(_rp.c.uuid == uuid)
-    if in_tree is not None:
-        tree_root = sa.select(resource_providers.c.root_provider_id).where(resource_providers.c.uuid == in_tree)
-        query = query.where(_rp.c.root_provider_id == tree_root.scalar_subquery())
-    if ids is not None:
-        if not ids:
-            return []
-        query = query.where(_rp.c.id.in_(list(ids)))
+    if id_query is not None:
+        query = query.where(_rp.c.id.in_(id_query))
     return [_provider(row) for row in conn.execute(query.order_by(_rp.c.id))]
 
 

@@ -10,10 +10,10 @@ from sqlalchemy.engine import Connection
 
 from corral.core import errors
 from corral.core.http import Route, send_empty
-from corral.placement.api import util
+from corral.placement.api import query, util
 from corral.placement.api.schemas import resource_providers as schemas
 from corral.placement.api.state import PlacementState
-from corral.placement.db import providers
+from corral.placement.db import provider_filters, providers
 from corral.placement.db.providers import Provider
 
 # Microversions that change this resource.
@@ -47,26 +47,14 @@ def provider_body(req: falcon.Request, provider: Provider) -> dict[str, Any]:
     return body
 
 
-def _query_schema(state: PlacementState, version: tuple[int, int]) -> util.QuerySchema:
-    band = max(v for v in schemas.LIST_QUERY_VERSIONS if v <= version)
-    key = f"resource_providers.list_query.{band}"
-    validator = state.cache.get(key)
-    if validator is None:
-        validator = state.cache[key] = util.QuerySchema(schemas.list_query(band))
-    return validator
-
-
 def list_providers(state: PlacementState, req: falcon.Request, resp: falcon.Response) -> None:
     util.authorize(state, req, "placement:resource_providers:list")
-    version = (req.context.version.major, req.context.version.minor)
-    params = util.query_params(req)
-    repeatable = ("member_of",) if version >= (1, 24) else ()
-    single = util.single_values(params, repeatable)
-    _query_schema(state, version).validate(single)
+    wanted = query.parse_provider_filter(query.query_pairs(req.query_string), req.context.version)
     with state.db.read() as conn:
-        found = providers.list_providers(
-            conn, name=single.get("name"), uuid=single.get("uuid"), in_tree=single.get("in_tree")
+        id_query = provider_filters.provider_id_query(
+            conn, wanted, standard_classes=state.standard_classes, standard_traits=state.standard_traits
         )
+        found = providers.list_providers(conn, id_query)
     body = {"resource_providers": [provider_body(req, provider) for provider in found]}
     util.send_cacheable(req, resp, body, util.newest(*(p.modified for p in found)))
 
