@@ -7,7 +7,7 @@ concatenation, in a fixed order.
 from __future__ import annotations
 
 from corral.core.http import Route
-from corral.placement.api.handlers import aggregates, allocation_candidates, allocations, inventories, resource_classes, resource_providers, root, traits, usages
+from corral.placement.api.handlers import aggregates, allocation_candidates, allocations, inventories, reshaper, resource_classes, resource_providers, root, traits, usages
 
 ROUTES: list[Route] = [
     *root.ROUTES,
@@ -19,4 +19,5 @@ ROUTES: list[Route] = [
     *allocation_candidates.ROUTES,
     *allocations.ROUTES,
     *usages.ROUTES,
+    *reshaper.ROUTES,
 ]

@@ -31,7 +31,7 @@ def _check_consumer_uuid(value: str) -> None:
         raise errors.BadRequest(f"Malformed consumer_uuid: {value}") from None
 
 
-def _consumer_request(state: PlacementState, req: falcon.Request, consumer_uuid: str, body: dict) -> ConsumerAllocations:
+def consumer_request(state: PlacementState, req: falcon.Request, consumer_uuid: str, body: dict) -> ConsumerAllocations:
     conf = state.conf.placement
     return rules.consumer_from_body(
         consumer_uuid,
@@ -69,7 +69,7 @@ def put_allocations(state: PlacementState, req: falcon.Request, resp: falcon.Res
     util.authorize(state, req, "placement:allocations:update")
     _check_consumer_uuid(consumer_uuid)
     body = util.json_body(state, req, state.schema("allocations.put"))
-    _write(state, [_consumer_request(state, req, consumer_uuid, body)])
+    _write(state, [consumer_request(state, req, consumer_uuid, body)])
     send_empty(resp)
 
 
@@ -79,7 +79,7 @@ def post_allocations(state: PlacementState, req: falcon.Request, resp: falcon.Re
     requests = []
     for consumer_uuid, section in body.items():
         _check_consumer_uuid(consumer_uuid)
-        requests.append(_consumer_request(state, req, consumer_uuid, section))
+        requests.append(consumer_request(state, req, consumer_uuid, section))
     _write(state, requests)
     send_empty(resp)
 

@@ -6,7 +6,7 @@ from corral.core.schema import VersionedSchema
 
 
 def compile_all() -> dict[str, VersionedSchema]:
-    from corral.placement.api.schemas import aggregates, allocations, catalog, inventories, resource_providers
+    from corral.placement.api.schemas import aggregates, allocations, catalog, inventories, reshaper, resource_providers
 
     bands = {
         "resource_providers.post": resource_providers.POST,
@@ -18,6 +18,7 @@ def compile_all() -> dict[str, VersionedSchema]:
         "aggregates.put": aggregates.PUT,
         "allocations.put": allocations.PUT,
         "allocations.post": allocations.POST,
+        "reshaper.post": reshaper.POST,
         "inventories.put_one": inventories.PUT_ONE,
         "inventories.put_all": inventories.PUT_ALL,
     }

@@ -17,7 +17,7 @@ _RECORD_PROPERTIES: dict[str, Any] = {
     "allocation_ratio": {"type": "number", "maximum": _FLOAT_MAX},
 }
 
-_RECORD = {
+RECORD = {
     "type": "object",
     "properties": _RECORD_PROPERTIES,
     "required": ["total"],
@@ -64,7 +64,7 @@ PUT_ALL = [
                 "resource_provider_generation": GENERATION,
                 "inventories": {
                     "type": "object",
-                    "patternProperties": {"^[A-Z0-9_]+$": _RECORD},
+                    "patternProperties": {"^[A-Z0-9_]+$": RECORD},
                     "additionalProperties": False,
                 },
             },
