@@ -32,3 +32,12 @@ def make_app(conf: cfg.ConfigOpts) -> Any:
 def start_background(conf: cfg.ConfigOpts, role: str) -> list[Any]:
     # Placement has no background work.
     return []
+
+
+def __getattr__(name: str) -> Any:
+    # The command group is imported only when the CLI asks for it.
+    if name == "cli":
+        from corral.placement.cli import cli
+
+        return cli
+    raise AttributeError(name)
