@@ -17,7 +17,7 @@ DATABASE_OPTS = [
 DEFAULT_OPTS = [
     cfg.ListOpt(
         "enabled_hardware_types",
-        default=["fake-hardware", "redfish"],
+        default=["fake-hardware"],
         help="Hardware types conductors load and advertise.",
     ),
 ]
@@ -31,11 +31,11 @@ CONDUCTOR_OPTS = [
         help="Run automated cleaning when a node is made available (provide) and when an "
         "instance is torn down. Manual cleaning is available either way.",
     ),
-    cfg.IntOpt("heartbeat_interval", default=10, min=1, help="Seconds between conductor heartbeats."),
-    cfg.IntOpt(
+    cfg.FloatOpt("heartbeat_interval", default=10, min=0.1, help="Seconds between conductor heartbeats."),
+    cfg.FloatOpt(
         "heartbeat_timeout",
         default=60,
-        min=2,
+        min=1,
         help="A conductor whose last heartbeat is older than this many seconds is considered dead; "
         "its nodes move to the other conductors.",
     ),
@@ -46,15 +46,20 @@ CONDUCTOR_OPTS = [
         min=0,
         help="Tasks that may wait for a free worker; beyond that the API answers 503.",
     ),
-    cfg.IntOpt(
+    cfg.FloatOpt(
         "sync_power_state_interval",
         default=60,
         help="Seconds between power state synchronisations with the hardware (0 disables).",
     ),
-    cfg.IntOpt(
+    cfg.FloatOpt(
         "check_provision_state_interval",
         default=60,
         help="Seconds between checks for nodes stuck in a transient state (0 disables).",
+    ),
+    cfg.FloatOpt(
+        "clean_step_poll_interval",
+        default=10,
+        help="Seconds between checks of clean steps running on the hardware ('clean wait'; 0 disables).",
     ),
     cfg.IntOpt(
         "clean_callback_timeout",

@@ -25,6 +25,48 @@ VERSIONS = (
     "1.7",   # clean_step on nodes
     "1.8",   # ?fields= on node show and list
     "1.9",   # ?provision_state= filter on the node list
+    "1.10",  # node names may use - . _ ~
+    "1.11",  # new nodes start in enroll
+    "1.12",  # raid_config / target_raid_config on nodes
+    "1.13",  # the abort verb
+    "1.14",  # PUT /v1/nodes/{node}/states/raid
+    "1.15",  # manual cleaning: clean verb with clean_steps; GET .../cleaning/steps
+    "1.16",  # ?driver= filter on the node list
+    "1.17",  # the adopt verb
+    "1.18",  # (ports: internal_info)
+    "1.19",  # (ports: local link connection)
+    "1.20",  # network_interface on nodes
+    "1.21",  # resource_class on nodes and its filter
+    "1.22",  # (ramdisk lookup and heartbeat)
+    "1.23",  # (port groups)
+    "1.24",  # portgroups links on nodes
+    "1.25",  # (chassis_uuid may be unset)
+    "1.26",  # (port group mode and properties)
+    "1.27",  # soft power off / soft reboot and power timeouts
+    "1.28",  # (VIFs)
+    "1.29",  # PUT /v1/nodes/{node}/management/inject_nmi
+    "1.30",  # dynamic drivers: type and interface details on /v1/drivers
+    "1.31",  # boot/console/deploy/inspect/management/power/raid/vendor_interface on nodes
+    "1.32",  # volume links on nodes
+    "1.33",  # storage_interface on nodes
+    "1.34",  # (ports: physical_network)
+    "1.35",  # configdrive with rebuild
+    "1.36",  # (agent version in heartbeats)
+    "1.37",  # node traits
+    "1.38",  # rescue / unrescue; rescue_interface
+    "1.39",  # abort from inspect wait
+    "1.40",  # bios_interface; GET /v1/nodes/{node}/bios
+    "1.41",  # (inspection abort)
+    "1.42",  # fault on nodes and its filter
+    "1.43",  # ?detail= on the node list
+    "1.44",  # deploy_step on nodes
+    "1.45",  # (reset_interfaces on PATCH)
+    "1.46",  # conductor_group on nodes and its filter
+    "1.47",  # automated_clean on nodes
+    "1.48",  # protected / protected_reason on nodes
+    "1.49",  # conductor on nodes; /v1/conductors
+    "1.50",  # owner on nodes and its filter
+    "1.51",  # description on nodes; ?description_contains=
 )
 
 

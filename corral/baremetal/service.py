@@ -30,4 +30,6 @@ def make_app(conf: cfg.ConfigOpts) -> Any:
 
 
 def start_background(conf: cfg.ConfigOpts, role: str) -> list[Any]:
-    return []
+    from corral.baremetal.conductor import service
+
+    return service.start(conf, role)

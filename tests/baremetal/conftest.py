@@ -8,6 +8,7 @@ import pytest
 from oslo_config import cfg
 
 from corral.baremetal.api.app import build_state, make_app
+from corral.baremetal.conductor.service import ConductorService
 from corral.baremetal.db.schema import TREE
 from corral.baremetal.db.tables import metadata
 from corral.core import config, migrations
@@ -22,6 +23,13 @@ def make_test_conf(tmp_dir: str, url_db: str, **overrides: dict[str, object]) ->
         "baremetal_database": {"connection": url_db},
         "api": {"auth_strategy": "noauth2"},
         "DEFAULT": {"host": "test-conductor"},
+        "conductor": {
+            "heartbeat_interval": 1,
+            "clean_step_poll_interval": 0.2,
+            "sync_power_state_interval": 0,
+            "check_provision_state_interval": 0,
+            "node_locked_retry_attempts": 0,
+        },
     }
     for group, options in overrides.items():
         values.setdefault(group, {}).update(options)
@@ -36,9 +44,16 @@ class BaremetalServer:
         migrations.upgrade(engine, TREE)
         engine.dispose()
         self.state = build_state(self.conf)
+        self.conductor_service = ConductorService(self.conf, rpc_server=False).start()
+        self.conductor = self.conductor_service.conductor
         self.app = make_app(self.conf, self.state)
         self.server = ThreadedServer(self.app).start()
         self.url = self.server.url
+
+    def reset(self) -> None:
+        """Empty every table and register the conductor again."""
+        truncate_all(self.state.db, metadata)
+        self.conductor.register()
 
     def client(self, version: str | None = "latest", token: str | None = "admin") -> ApiClient:
         headers = {}
@@ -50,6 +65,7 @@ class BaremetalServer:
 
     def stop(self) -> None:
         self.server.stop()
+        self.conductor_service.stop()
         self.state.db.dispose()
 
 
@@ -65,5 +81,5 @@ def baremetal_server(
 @pytest.fixture
 def baremetal(baremetal_server: BaremetalServer) -> BaremetalServer:
     """The session's server with every table emptied before the test."""
-    truncate_all(baremetal_server.state.db, metadata)
+    baremetal_server.reset()
     return baremetal_server

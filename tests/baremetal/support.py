@@ -20,3 +20,27 @@ def fault(response: requests.Response) -> dict[str, Any]:
 def faultstring(response: requests.Response) -> str:
     inner = fault(response)
     return str(inner.get("faultstring", inner.get("description")))
+
+
+def wait_for(check: Any, *, timeout: float = 20.0, interval: float = 0.05) -> Any:
+    """Call ``check`` until it returns something truthy; fail after ``timeout`` seconds."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    while True:
+        result = check()
+        if result:
+            return result
+        if time.monotonic() > deadline:
+            raise AssertionError(f"condition not met within {timeout}s (last result: {result!r})")
+        time.sleep(interval)
+
+
+def wait_for_state(client: Any, ident: str, provision_state: str, *, timeout: float = 20.0) -> dict[str, Any]:
+    """Wait until the node reaches ``provision_state``; return the node."""
+
+    def check() -> dict[str, Any] | None:
+        node = client.get(f"/v1/nodes/{ident}").json()
+        return node if node["provision_state"] == provision_state else None
+
+    return wait_for(check, timeout=timeout)

@@ -71,10 +71,16 @@ class _ConfMiddleware:
 
 
 def build_state(conf: cfg.ConfigOpts) -> BaremetalState:
+    from corral.baremetal.conductor.rpcapi import ConductorAPI
+    from corral.baremetal.drivers.registry import DriverRegistry
+
+    db = database_from_conf(conf, baremetal_conf.database_url(conf))
     return BaremetalState(
         conf=conf,
-        db=database_from_conf(conf, baremetal_conf.database_url(conf)),
+        db=db,
         policy=Enforcer(conf, policies.rules(), forbidden_message="{rule} is disallowed by policy"),
+        rpc=ConductorAPI(conf, db),
+        drivers=DriverRegistry(conf),
     )
 
 

@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
-from corral.baremetal.api.handlers import root
+from corral.baremetal.api.handlers import drivers, management, node_states, nodes, root, traits
 from corral.core.http import Route
 
 ROUTES: list[Route] = [
     *root.ROUTES,
+    *nodes.ROUTES,
+    *node_states.ROUTES,
+    *traits.ROUTES,
+    *management.ROUTES,
+    *drivers.ROUTES,
 ]

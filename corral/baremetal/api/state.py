@@ -16,5 +16,7 @@ class BaremetalState:
     conf: cfg.ConfigOpts
     db: Database
     policy: Enforcer
-    # How the API reaches conductors (corral.baremetal.conductor.rpcapi).
-    rpc: Any = None
+    # How the API reaches conductors (corral.baremetal.conductor.rpcapi.ConductorAPI).
+    rpc: Any
+    # Hardware types, to check and default a node's interfaces.
+    drivers: Any

@@ -1,0 +1,81 @@
+"""What every Bare Metal handler needs: body parsing, node lookup, access checks."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import falcon
+import orjson
+from oslo_utils import uuidutils
+
+from corral.baremetal.api.state import BaremetalState
+from corral.baremetal.db import nodes as node_db
+from corral.core.errors import ApiError, BadRequest, NotFound
+from corral.core.http import read_body
+
+
+def json_body(state: BaremetalState, req: falcon.Request, *, required: bool = True) -> Any:
+    data = read_body(req, state.conf.api.max_request_body_size)
+    if not data.strip():
+        if required:
+            raise BadRequest("Missing request body.")
+        return None
+    try:
+        return orjson.loads(data)
+    except orjson.JSONDecodeError as error:
+        # Upstream answers malformed JSON with a 500; a client error is what it is.
+        raise BadRequest(f"Malformed JSON in request body: {error}") from None
+
+
+def authorize(state: BaremetalState, req: falcon.Request, rule: str, node: dict[str, Any] | None = None) -> None:
+    target = {}
+    if node is not None:
+        target = {"node.owner": node.get("owner") or "", "node.lessee": node.get("lessee") or ""}
+    state.policy.authorize(req.context, rule, target)
+
+
+def can_see(req: falcon.Request, node: dict[str, Any]) -> bool:
+    context = req.context
+    if context.is_admin:
+        return True
+    project = context.project_id
+    return project is not None and project in (node.get("owner"), node.get("lessee"))
+
+
+def find_node(state: BaremetalState, req: falcon.Request, ident: str) -> dict[str, Any]:
+    """The node named by UUID or (from 1.5) by name; 404 when absent or not visible."""
+    with state.db.read() as conn:
+        if uuidutils.is_uuid_like(ident):
+            node = node_db.get(conn, uuid=ident)
+        elif req.context.at_least(1, 5):
+            node = node_db.get(conn, name=ident)
+        else:
+            node = None
+    if node is None or not can_see(req, node):
+        raise NotFound(f"Node {ident} could not be found.")
+    return node
+
+
+def traits_of(state: BaremetalState, node_ids: list[int]) -> dict[int, list[str]]:
+    with state.db.read() as conn:
+        return node_db.traits_of(conn, node_ids)
+
+
+def conductor_call(state: BaremetalState, node: dict[str, Any], method: str, **params: Any) -> Any:
+    return state.rpc.call(node, method, node_id=node["id"], **params)
+
+
+def accepted(resp: falcon.Response, location: str) -> None:
+    resp.status = 202
+    resp.data = b""
+    resp.set_header("Location", location)
+    resp.content_type = falcon.MEDIA_JSON
+
+
+def not_found_unless(condition: bool, message: str) -> None:
+    if not condition:
+        raise NotFound(message)
+
+
+def client_error(message: str, status: int = 400) -> ApiError:
+    return ApiError(message, status=status)

@@ -1,0 +1,114 @@
+"""Boot devices, NMI, interface validation, BIOS settings and RAID of a node."""
+
+from __future__ import annotations
+
+import falcon
+
+from corral.baremetal.api import common, views
+from corral.baremetal.api.state import BaremetalState
+from corral.baremetal.db import nodes as node_db
+from corral.core.errors import BadRequest, NotFound
+from corral.core.http import Endpoint, Route, send_empty, send_json
+
+
+def get_boot_device(state: BaremetalState, req: falcon.Request, resp: falcon.Response, node_ident: str) -> None:
+    node = common.find_node(state, req, node_ident)
+    common.authorize(state, req, "baremetal:node:get", node)
+    send_json(resp, common.conductor_call(state, node, "get_boot_device"))
+
+
+def set_boot_device(state: BaremetalState, req: falcon.Request, resp: falcon.Response, node_ident: str) -> None:
+    node = common.find_node(state, req, node_ident)
+    common.authorize(state, req, "baremetal:node:update", node)
+    body = common.json_body(state, req)
+    if not isinstance(body, dict) or not isinstance(body.get("boot_device"), str):
+        raise BadRequest("Missing mandatory parameter: boot_device")
+    persistent = body.get("persistent", False)
+    if not isinstance(persistent, bool):
+        raise BadRequest(f"Invalid persistent value {persistent!r}: must be a boolean")
+    common.conductor_call(state, node, "set_boot_device", device=body["boot_device"], persistent=persistent)
+    send_empty(resp, 204)
+
+
+def supported_boot_devices(state: BaremetalState, req: falcon.Request, resp: falcon.Response,
+                           node_ident: str) -> None:
+    node = common.find_node(state, req, node_ident)
+    common.authorize(state, req, "baremetal:node:get", node)
+    send_json(resp, {"supported_boot_devices": common.conductor_call(state, node, "get_supported_boot_devices")})
+
+
+def inject_nmi(state: BaremetalState, req: falcon.Request, resp: falcon.Response, node_ident: str) -> None:
+    node = common.find_node(state, req, node_ident)
+    common.authorize(state, req, "baremetal:node:update", node)
+    body = common.json_body(state, req, required=False)
+    if body not in (None, {}):
+        raise BadRequest("Schema error for inject_nmi: the body must be empty")
+    common.conductor_call(state, node, "inject_nmi")
+    send_empty(resp, 204)
+
+
+def validate(state: BaremetalState, req: falcon.Request, resp: falcon.Response) -> None:
+    ident = req.get_param("node") or req.get_param("node_uuid")
+    if not ident:
+        raise BadRequest("Missing mandatory parameter: node")
+    node = common.find_node(state, req, ident)
+    common.authorize(state, req, "baremetal:node:get", node)
+    send_json(resp, common.conductor_call(state, node, "validate_driver_interfaces"))
+
+
+def validate_node(state: BaremetalState, req: falcon.Request, resp: falcon.Response, node_ident: str) -> None:
+    node = common.find_node(state, req, node_ident)
+    common.authorize(state, req, "baremetal:node:get", node)
+    send_json(resp, common.conductor_call(state, node, "validate_driver_interfaces"))
+
+
+def _bios_item(req: falcon.Request, node: dict, setting: dict, detail: bool = False) -> dict:
+    item = {
+        "name": setting["name"],
+        "value": setting["value"],
+        "created_at": views.timestamp(setting["created_at"]),
+        "updated_at": views.timestamp(setting["updated_at"]),
+        "links": views.links.resource(req, "nodes", node["uuid"], f"/bios/{setting['name']}"),
+    }
+    return item
+
+
+def list_bios(state: BaremetalState, req: falcon.Request, resp: falcon.Response, node_ident: str) -> None:
+    node = common.find_node(state, req, node_ident)
+    common.authorize(state, req, "baremetal:node:bios:get", node)
+    with state.db.read() as conn:
+        settings = node_db.bios_of(conn, node["id"])
+    send_json(resp, {"bios": [_bios_item(req, node, setting) for setting in settings]})
+
+
+def show_bios(state: BaremetalState, req: falcon.Request, resp: falcon.Response, node_ident: str,
+              setting_name: str) -> None:
+    node = common.find_node(state, req, node_ident)
+    common.authorize(state, req, "baremetal:node:bios:get", node)
+    with state.db.read() as conn:
+        settings = {setting["name"]: setting for setting in node_db.bios_of(conn, node["id"])}
+    if setting_name not in settings:
+        raise NotFound(f"Node {node['uuid']} doesn't have a BIOS setting '{setting_name}'")
+    send_json(resp, {setting_name: _bios_item(req, node, settings[setting_name])})
+
+
+def set_raid(state: BaremetalState, req: falcon.Request, resp: falcon.Response, node_ident: str) -> None:
+    node = common.find_node(state, req, node_ident)
+    common.authorize(state, req, "baremetal:node:update", node)
+    body = common.json_body(state, req)
+    if not isinstance(body, dict) or ("logical_disks" in body and not isinstance(body["logical_disks"], list)):
+        raise BadRequest("Invalid target RAID configuration: 'logical_disks' must be a list")
+    common.conductor_call(state, node, "set_target_raid_config", config=body)
+    send_empty(resp, 204)
+
+
+ROUTES = [
+    Route("/v1/nodes/{node_ident}/management/boot_device", {"GET": get_boot_device, "PUT": set_boot_device}),
+    Route("/v1/nodes/{node_ident}/management/boot_device/supported", {"GET": supported_boot_devices}),
+    Route("/v1/nodes/{node_ident}/management/inject_nmi", {"PUT": Endpoint(inject_nmi, min_version=(1, 29))}),
+    Route("/v1/nodes/validate", {"GET": validate}),
+    Route("/v1/nodes/{node_ident}/validate", {"GET": validate_node}),
+    Route("/v1/nodes/{node_ident}/bios", {"GET": Endpoint(list_bios, min_version=(1, 40))}),
+    Route("/v1/nodes/{node_ident}/bios/{setting_name}", {"GET": Endpoint(show_bios, min_version=(1, 40))}),
+    Route("/v1/nodes/{node_ident}/states/raid", {"PUT": Endpoint(set_raid, min_version=(1, 12))}),
+]

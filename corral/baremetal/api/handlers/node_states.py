@@ -1,0 +1,174 @@
+"""Node states: provision verbs, power, maintenance, clean steps."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import falcon
+
+from corral.baremetal.api import common, schemas, views
+from corral.baremetal.api.errors import RetryLater
+from corral.baremetal.api.state import BaremetalState
+from corral.baremetal.conductor.manager import StepsPending
+from corral.baremetal.domain import states
+from corral.core.errors import ApiError, BadRequest, NotAcceptable
+from corral.core.http import Endpoint, Route, send_json
+
+# Verbs and the microversion that introduced them.
+VERB_VERSIONS = {
+    "manage": (1, 4),
+    "provide": (1, 4),
+    "inspect": (1, 6),
+    "abort": (1, 13),
+    "clean": (1, 15),
+    "adopt": (1, 17),
+    "rescue": (1, 38),
+    "unrescue": (1, 38),
+}
+SOFT_POWER_VERSION = (1, 27)
+
+
+def _states_location(req: falcon.Request, node_ident: str) -> str:
+    return f"{views.links.base(req)}/v1/nodes/{node_ident}/states"
+
+
+def get_states(state: BaremetalState, req: falcon.Request, resp: falcon.Response, node_ident: str) -> None:
+    node = common.find_node(state, req, node_ident)
+    common.authorize(state, req, "baremetal:node:get_states", node)
+    send_json(resp, views.states_body(req, node))
+
+
+def set_provision_state(state: BaremetalState, req: falcon.Request, resp: falcon.Response,
+                        node_ident: str) -> None:
+    node = common.find_node(state, req, node_ident)
+    common.authorize(state, req, "baremetal:node:set_provision_state", node)
+    body = common.json_body(state, req)
+    schemas.validate(schemas.PROVISION, body, "provision")
+    target = body.get("target")
+    if target is None:
+        raise BadRequest("Missing mandatory parameter: target")
+    version = VERB_VERSIONS.get(target)
+    if version is not None and not req.context.at_least(*version):
+        raise NotAcceptable("Request not acceptable.") if target != "clean" else views.not_acceptable(version)
+    clean_steps = body.get("clean_steps")
+    if target == "clean":
+        if not clean_steps:
+            raise BadRequest('"clean_steps" is required when setting target provision state to clean')
+        schemas.validate_full(schemas.CLEAN_STEPS, clean_steps, "Invalid clean_steps")
+    elif clean_steps is not None:
+        raise BadRequest('"clean_steps" is only valid when setting target provision state to clean')
+    if body.get("configdrive") is not None and target not in ("active", "deploy", "rebuild"):
+        raise BadRequest("Adding a config drive is only supported when setting provision state to active or rebuild")
+    if target == "rescue":
+        password = body.get("rescue_password")
+        if not password or not str(password).strip():
+            raise BadRequest('A non-empty "rescue_password" is required when setting target provision state '
+                             "to rescue")
+    elif body.get("rescue_password") is not None:
+        raise BadRequest('"rescue_password" is only valid when setting target provision state to rescue')
+    if target in ("active", "deploy", "rebuild") and node["maintenance"]:
+        raise BadRequest(
+            f"The provisioning operation can't be performed on node {node['uuid']} because it's in maintenance mode."
+        )
+    common.conductor_call(
+        state, node, "do_provisioning_action", action=target, clean_steps=clean_steps,
+        configdrive=body.get("configdrive"), rescue_password=body.get("rescue_password"),
+    )
+    common.accepted(resp, _states_location(req, node_ident))
+
+
+def set_power_state(state: BaremetalState, req: falcon.Request, resp: falcon.Response, node_ident: str) -> None:
+    node = common.find_node(state, req, node_ident)
+    common.authorize(state, req, "baremetal:node:set_power_state", node)
+    body = common.json_body(state, req)
+    if not isinstance(body, dict):
+        raise BadRequest("Schema error for power: the body must be an object")
+    target = body.get("target")
+    if target is None:
+        raise BadRequest("Missing mandatory parameter: target")
+    timeout = body.get("timeout")
+    soft = target in (states.SOFT_POWER_OFF, states.SOFT_REBOOT)
+    if (soft or timeout is not None) and not req.context.at_least(*SOFT_POWER_VERSION):
+        raise NotAcceptable("Request not acceptable.")
+    if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, int) or timeout < 1):
+        raise BadRequest(f"Invalid timeout value {timeout}. The timeout must be a positive integer.")
+    if target not in (states.POWER_ON, states.POWER_OFF, states.REBOOT, states.SOFT_POWER_OFF, states.SOFT_REBOOT):
+        raise BadRequest(f"Invalid power state transition requested: {target}")
+    if node["provision_state"] in states.WORKING_STATES:
+        raise ApiError(
+            f"Node {node['uuid']} is in a state transition ({node['provision_state']}); power changes wait.",
+            status=409,
+        )
+    common.conductor_call(state, node, "change_power_state", target=target, timeout=timeout)
+    common.accepted(resp, _states_location(req, node_ident))
+
+
+def set_maintenance(state: BaremetalState, req: falcon.Request, resp: falcon.Response, node_ident: str) -> None:
+    node = common.find_node(state, req, node_ident)
+    common.authorize(state, req, "baremetal:node:set_maintenance", node)
+    body = common.json_body(state, req, required=False) or {}
+    if not isinstance(body, dict) or set(body) - {"reason"}:
+        raise BadRequest("Schema error for maintenance: only 'reason' is accepted")
+    reason = body.get("reason")
+    if reason is not None and not isinstance(reason, str):
+        raise BadRequest("Schema error for maintenance: 'reason' must be a string")
+    common.conductor_call(state, node, "set_maintenance", maintenance=True, reason=reason)
+    common.accepted(resp, f"{views.links.base(req)}/v1/nodes/{node_ident}")
+
+
+def unset_maintenance(state: BaremetalState, req: falcon.Request, resp: falcon.Response, node_ident: str) -> None:
+    node = common.find_node(state, req, node_ident)
+    common.authorize(state, req, "baremetal:node:set_maintenance", node)
+    common.conductor_call(state, node, "set_maintenance", maintenance=False)
+    common.accepted(resp, f"{views.links.base(req)}/v1/nodes/{node_ident}")
+
+
+def clean_steps(state: BaremetalState, req: falcon.Request, resp: falcon.Response, node_ident: str) -> None:
+    """GET /v1/nodes/{node}/cleaning/steps (design: manual cleaning)."""
+    node = common.find_node(state, req, node_ident)
+    common.authorize(state, req, "baremetal:node:clean_steps:get", node)
+    raw = req.get_param("min_priority")
+    min_priority = 0
+    if raw is not None:
+        try:
+            min_priority = int(raw)
+        except ValueError:
+            raise BadRequest(f"Invalid min_priority {raw!r}: must be a non-negative integer.") from None
+        if min_priority < 0:
+            raise BadRequest(f"Invalid min_priority {raw!r}: must be a non-negative integer.")
+    if node["provision_state"] == states.ENROLL:
+        raise RetryLater(
+            f"The clean steps of node {node['uuid']} are not available yet: it is still in enroll.",
+            headers={"Retry-Request-After": "-1"},
+        )
+    try:
+        steps = common.conductor_call(state, node, "get_clean_steps", min_priority=min_priority)
+    except StepsPending as pending:
+        raise RetryLater(pending.message, headers={"Retry-Request-After": str(pending.extra["retry_after"])}) from None
+    except ApiError as error:
+        if error.status == 202:
+            raise RetryLater(error.message, headers={"Retry-Request-After": str(error.extra.get("retry_after", -1))}) from None
+        raise
+    send_json(resp, [_step_view(step) for step in steps])
+
+
+def _step_view(step: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "interface": step["interface"],
+        "step": step["step"],
+        "priority": step["priority"],
+        "abortable": step["abortable"],
+        "args": [
+            {"name": name, "description": info["description"], "required": info["required"]}
+            for name, info in sorted((step.get("argsinfo") or {}).items())
+        ],
+    }
+
+
+ROUTES = [
+    Route("/v1/nodes/{node_ident}/states", {"GET": get_states}),
+    Route("/v1/nodes/{node_ident}/states/provision", {"PUT": set_provision_state}),
+    Route("/v1/nodes/{node_ident}/states/power", {"PUT": set_power_state}),
+    Route("/v1/nodes/{node_ident}/maintenance", {"PUT": set_maintenance, "DELETE": unset_maintenance}),
+    Route("/v1/nodes/{node_ident}/cleaning/steps", {"GET": Endpoint(clean_steps, min_version=(1, 15))}),
+]

@@ -1,0 +1,330 @@
+"""Nodes: create, list (detail, fields, filters, pagination), show, patch, delete."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+from urllib.parse import urlencode
+
+import falcon
+import jsonpatch
+from oslo_utils import strutils, uuidutils
+
+from corral.baremetal.api import common, schemas, views
+from corral.baremetal.api.state import BaremetalState
+from corral.baremetal.db import nodes as node_db
+from corral.baremetal.domain import states
+from corral.baremetal.drivers.base import INTERFACE_TYPES
+from corral.core.db import is_duplicate
+from corral.core.errors import BadRequest, Conflict, NotFound
+from corral.core.http import Route, send_empty, send_json
+
+# Fields a PATCH may change, in upstream's order.
+PATCHABLE = (
+    "automated_clean", "bios_interface", "boot_interface", "chassis_uuid", "conductor_group",
+    "console_interface", "deploy_interface", "description", "driver", "driver_info", "extra",
+    "inspect_interface", "instance_info", "instance_uuid", "lessee", "maintenance", "management_interface",
+    "name", "network_interface", "owner", "power_interface", "properties", "protected", "protected_reason",
+    "raid_interface", "rescue_interface", "resource_class", "retired", "retired_reason", "storage_interface",
+    "vendor_interface", "firmware_interface",
+)
+JSON_DEFAULTS = {field: {} for field in node_db.JSON_FIELDS}
+
+# Query filters: parameter -> microversion it appeared in.
+FILTERS = {
+    "associated": (1, 1),
+    "maintenance": (1, 1),
+    "instance_uuid": (1, 1),
+    "chassis_uuid": (1, 1),
+    "provision_state": (1, 9),
+    "driver": (1, 16),
+    "resource_class": (1, 21),
+    "fault": (1, 42),
+    "conductor_group": (1, 46),
+    "conductor": (1, 49),
+    "owner": (1, 50),
+    "description_contains": (1, 51),
+}
+
+
+# ------------------------------------------------------------ create
+
+
+def create(state: BaremetalState, req: falcon.Request, resp: falcon.Response) -> None:
+    common.authorize(state, req, "baremetal:node:create")
+    body = common.json_body(state, req)
+    schemas.validate(schemas.NODE_CREATE, body, "node")
+    for field in body:
+        views.require_field_version(field, req)
+    if body.get("chassis_uuid"):
+        raise BadRequest(f"Chassis {body['chassis_uuid']} could not be found.")
+    if body.get("protected") or body.get("protected_reason"):
+        raise BadRequest("Only active nodes can be protected; create the node first.")
+    group = (body.get("conductor_group") or "").lower()
+    state.rpc.check_driver(body["driver"], group)
+    values = {key: value for key, value in body.items() if key != "chassis_uuid"}
+    values.update(state.drivers.resolve_interfaces(body["driver"], body))
+    for field, default in JSON_DEFAULTS.items():
+        if values.get(field) is None:
+            values[field] = copy.deepcopy(default)
+    values["uuid"] = body.get("uuid") or uuidutils.generate_uuid()
+    values["conductor_group"] = group
+    # Nodes start in enroll from 1.11; older clients expect them available.
+    values["provision_state"] = states.ENROLL if req.context.at_least(1, 11) else states.AVAILABLE
+    values.setdefault("maintenance", False)
+    values.setdefault("console_enabled", False)
+    values.setdefault("protected", False)
+
+    def insert(conn: Any) -> int:
+        return node_db.insert(conn, values)
+
+    try:
+        node_id = state.db.write(insert)
+    except Exception as error:
+        if is_duplicate(error):
+            raise _duplicate(state, values) from None
+        raise
+    with state.db.read() as conn:
+        node = node_db.get(conn, node_id=node_id)
+    assert node is not None
+    resp.set_header("Location", f"{views.links.base(req)}/v1/nodes/{node['uuid']}")
+    send_json(resp, _full(state, req, node), 201)
+
+
+def _duplicate(state: BaremetalState, values: dict[str, Any]) -> Conflict:
+    with state.db.read() as conn:
+        if values.get("name") and node_db.get(conn, name=values["name"]) is not None:
+            return Conflict(f"A node with name {values['name']} already exists.")
+        if node_db.get(conn, uuid=values["uuid"]) is not None:
+            return Conflict(f"A node with UUID {values['uuid']} already exists.")
+    if values.get("instance_uuid"):
+        return Conflict(
+            f"Instance {values['instance_uuid']} is already associated with a node, it cannot be associated "
+            f"with this other node {values['uuid']}"
+        )
+    return Conflict("A node with the same identity already exists.")
+
+
+def _full(state: BaremetalState, req: falcon.Request, node: dict[str, Any],
+          fields: list[str] | None = None) -> dict[str, Any]:
+    traits = common.traits_of(state, [node["id"]])[node["id"]]
+    return views.node_body(req, node, traits=traits, conductor=state.rpc.owner(node), fields=fields)
+
+
+# -------------------------------------------------------------- list
+
+
+def list_nodes(state: BaremetalState, req: falcon.Request, resp: falcon.Response) -> None:
+    detail = req.get_param("detail")
+    if detail is not None:
+        if not req.context.at_least(1, 43):
+            raise views.not_acceptable((1, 43))
+        if not _boolean(detail, "detail"):
+            detail = None
+    if detail is not None:
+        if req.get_param("fields") is not None:
+            raise BadRequest("Can not specify ?detail=True and fields in the same request.")
+        _list(state, req, resp, detail=True, path="/v1/nodes")
+    else:
+        _list(state, req, resp, detail=False, path="/v1/nodes")
+
+
+def list_detail(state: BaremetalState, req: falcon.Request, resp: falcon.Response) -> None:
+    if req.get_param("fields") is not None:
+        raise BadRequest("Can not specify ?detail=True and fields in the same request.")
+    _list(state, req, resp, detail=True, path="/v1/nodes/detail")
+
+
+def _boolean(value: str, name: str) -> bool:
+    try:
+        return strutils.bool_from_string(value, strict=True)
+    except ValueError:
+        raise BadRequest(f"Invalid value for {name}: {value!r} is not a boolean.") from None
+
+
+def _filters(req: falcon.Request) -> dict[str, Any]:
+    filters: dict[str, Any] = {}
+    for name, version in FILTERS.items():
+        value = req.get_param(name)
+        if value is None:
+            continue
+        if not req.context.at_least(*version):
+            raise views.not_acceptable(version)
+        if name in ("associated", "maintenance"):
+            filters[name] = _boolean(value, name)
+        elif name == "chassis_uuid":
+            filters["chassis_uuid"] = value
+        else:
+            filters[name] = value
+    if "conductor_group" in filters:
+        filters["conductor_group"] = filters["conductor_group"].lower()
+    if not req.context.is_admin:
+        filters["project"] = req.context.project_id or ""
+    return filters
+
+
+def _paging(state: BaremetalState, req: falcon.Request) -> tuple[int, str, str, dict[str, Any] | None]:
+    max_limit = state.conf.api.max_limit
+    raw_limit = req.get_param("limit")
+    limit = max_limit
+    if raw_limit is not None:
+        try:
+            limit = int(raw_limit)
+        except ValueError:
+            raise BadRequest(f"Invalid limit: {raw_limit!r} is not an integer.") from None
+        if limit <= 0:
+            raise BadRequest("Limit must be positive")
+        limit = min(limit, max_limit)
+    sort_key = req.get_param("sort_key") or "id"
+    if sort_key not in node_db.SORT_KEYS:
+        raise BadRequest(f'The sort_key value "{sort_key}" is an invalid field for sorting')
+    sort_dir = (req.get_param("sort_dir") or "asc").lower()
+    if sort_dir not in ("asc", "desc"):
+        raise BadRequest(f"Invalid sort direction: {sort_dir}. Acceptable values are 'asc' or 'desc'")
+    marker = None
+    marker_uuid = req.get_param("marker")
+    if marker_uuid is not None:
+        with state.db.read() as conn:
+            marker = node_db.get(conn, uuid=marker_uuid) if uuidutils.is_uuid_like(marker_uuid) else None
+        if marker is None:
+            raise NotFound(f"Node {marker_uuid} could not be found.")
+    return limit, sort_key, sort_dir, marker
+
+
+def _list(state: BaremetalState, req: falcon.Request, resp: falcon.Response, *, detail: bool, path: str) -> None:
+    common.authorize(state, req, "baremetal:node:list")
+    fields = None if detail else views.parse_fields(req)
+    filters = _filters(req)
+    conductor = filters.pop("conductor", None)
+    limit, sort_key, sort_dir, marker = _paging(state, req)
+    live = state.rpc.live()
+    found: list[dict[str, Any]] = []
+    with state.db.read() as conn:
+        # Filtering by conductor needs the hash ring: read on until the page is full.
+        batch_marker = marker
+        while len(found) < limit:
+            batch = node_db.list_nodes(conn, filters, sort_key=sort_key, sort_dir=sort_dir, limit=limit,
+                                       marker=batch_marker)
+            for node in batch:
+                if conductor is None or state.rpc.owner(node, live) == conductor:
+                    found.append(node)
+            if len(batch) < limit or conductor is None:
+                break
+            batch_marker = batch[-1]
+        found = found[:limit]
+        traits = node_db.traits_of(conn, [node["id"] for node in found])
+    items = []
+    for node in found:
+        owner = state.rpc.owner(node, live)
+        if detail:
+            items.append(views.node_body(req, node, traits=traits[node["id"]], conductor=owner))
+        else:
+            items.append(views.list_item(req, node, fields=fields, traits=traits[node["id"]], conductor=owner))
+    body: dict[str, Any] = {"nodes": items}
+    if found and len(found) == limit:
+        query = {"sort_key": sort_key, "sort_dir": sort_dir}
+        if fields is not None:
+            query["fields"] = ",".join(fields)
+        query["limit"] = str(limit)
+        query["marker"] = found[-1]["uuid"]
+        body["next"] = f"{views.links.base(req)}{path}?{urlencode(query, safe=',')}"
+    send_json(resp, body)
+
+
+# -------------------------------------------------------------- show
+
+
+def show(state: BaremetalState, req: falcon.Request, resp: falcon.Response, node_ident: str) -> None:
+    node = common.find_node(state, req, node_ident)
+    common.authorize(state, req, "baremetal:node:get", node)
+    fields = views.parse_fields(req)
+    send_json(resp, _full(state, req, node, fields))
+
+
+# ------------------------------------------------------------- patch
+
+
+def patch(state: BaremetalState, req: falcon.Request, resp: falcon.Response, node_ident: str) -> None:
+    node = common.find_node(state, req, node_ident)
+    common.authorize(state, req, "baremetal:node:update", node)
+    operations = common.json_body(state, req)
+    schemas.validate(schemas.PATCH, operations, "patch")
+    allowed = [field for field in PATCHABLE if views.visible(field, req) and field in schemas.NODE_PROPERTIES]
+    for operation in operations:
+        field = operation["path"].split("/")[1]
+        if field not in allowed:
+            if field in PATCHABLE and field in views.FIELD_VERSIONS and field in schemas.NODE_PROPERTIES:
+                views.require_field_version(field, req)
+            raise BadRequest(f"Cannot patch {operation['path']}. Only the following can be updated: "
+                             f"{', '.join(allowed)}")
+        if operation["op"] != "remove" and "value" not in operation:
+            raise BadRequest(f"'add' and 'replace' operations need a value: {operation['path']}")
+    current = {field: copy.deepcopy(node.get(field)) for field in allowed}
+    patched = apply_patch(current, operations)
+    for field in allowed:
+        patched.setdefault(field, copy.deepcopy(JSON_DEFAULTS.get(field)))
+    patched = {key: value for key, value in patched.items() if key in allowed}
+    for field in node_db.JSON_FIELDS:
+        if field in patched and patched[field] is None:
+            patched[field] = {}
+    if patched.get("maintenance") is None:
+        patched["maintenance"] = False
+    if patched.get("protected") is None:
+        patched["protected"] = False
+    schemas.validate(schemas.NODE_PATCHED, patched, "node")
+    changes = {key: value for key, value in patched.items() if node.get(key) != value}
+    changes.pop("chassis_uuid", None)
+    if "conductor_group" in changes:
+        changes["conductor_group"] = (changes["conductor_group"] or "").lower()
+    if "maintenance" in changes and not changes["maintenance"]:
+        changes["maintenance_reason"] = None
+    if "driver" in changes:
+        state.rpc.check_driver(changes["driver"], changes.get("conductor_group", node["conductor_group"]))
+    if any(key.endswith("_interface") for key in changes) or "driver" in changes:
+        merged = {**node, **changes}
+        requested = {f"{name}_interface": merged.get(f"{name}_interface") for name in INTERFACE_TYPES}
+        state.drivers.resolve_interfaces(merged["driver"], requested)
+    if changes:
+        # The node as the conductor owning it now will see it (the old owner before a move).
+        common.conductor_call(state, node, "update_node", values=changes)
+    with state.db.read() as conn:
+        updated = node_db.get(conn, node_id=node["id"])
+    assert updated is not None
+    send_json(resp, _full(state, req, updated))
+
+
+def apply_patch(document: dict[str, Any], operations: list[dict[str, Any]]) -> dict[str, Any]:
+    """Apply operations one at a time so an error names the one that failed."""
+    for operation in operations:
+        if operation["op"] == "add" and operation["path"].count("/") == 1:
+            if operation["path"].lstrip("/") not in document:
+                raise BadRequest(
+                    f"Adding a new attribute ({operation['path']}) to the root of the resource is not allowed."
+                )
+    for operation in operations:
+        try:
+            if operation["op"] == "remove" and operation["path"].count("/") == 1:
+                # Removing a top-level field resets it.
+                document = {**document, operation["path"].lstrip("/"): None}
+                continue
+            document = jsonpatch.apply_patch(document, jsonpatch.JsonPatch([operation]))
+        except (jsonpatch.JsonPatchException, jsonpatch.JsonPointerException, KeyError, TypeError) as error:
+            raise BadRequest(f"Couldn't apply patch '{operation}'. Reason: {error}") from None
+    return document
+
+
+# ------------------------------------------------------------ delete
+
+
+def delete(state: BaremetalState, req: falcon.Request, resp: falcon.Response, node_ident: str) -> None:
+    node = common.find_node(state, req, node_ident)
+    common.authorize(state, req, "baremetal:node:delete", node)
+    common.conductor_call(state, node, "destroy_node")
+    send_empty(resp, 204)
+
+
+ROUTES = [
+    Route("/v1/nodes", {"GET": list_nodes, "POST": create}),
+    Route("/v1/nodes/detail", {"GET": list_detail}),
+    Route("/v1/nodes/{node_ident}", {"GET": show, "PATCH": patch, "DELETE": delete}),
+]

@@ -1,0 +1,171 @@
+"""Node representations per microversion, in upstream's key order."""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+import falcon
+
+from corral.baremetal.api import links
+from corral.baremetal.domain import states
+from corral.core.errors import BadRequest, NotAcceptable
+
+# Upstream's full node body, in wire order.
+NODE_FIELDS = (
+    "uuid", "created_at", "updated_at", "automated_clean", "bios_interface", "boot_interface", "clean_step",
+    "conductor_group", "console_enabled", "console_interface", "deploy_interface", "deploy_step",
+    "description", "driver", "driver_info", "driver_internal_info", "extra", "fault", "firmware_interface",
+    "inspection_finished_at", "inspection_started_at", "inspect_interface", "instance_info", "instance_uuid",
+    "last_error", "lessee", "maintenance", "maintenance_reason", "management_interface", "name",
+    "network_interface", "owner", "power_interface", "power_state", "properties", "protected",
+    "protected_reason", "provision_state", "provision_updated_at", "raid_config", "raid_interface",
+    "rescue_interface", "reservation", "resource_class", "retired", "retired_reason", "storage_interface",
+    "target_power_state", "target_provision_state", "target_raid_config", "traits", "vendor_interface",
+    "links", "conductor", "allocation_uuid", "chassis_uuid", "ports", "states", "portgroups", "volume",
+)
+
+# The microversion each field appeared in (absent: 1.1).
+FIELD_VERSIONS: dict[str, tuple[int, int]] = {
+    "driver_internal_info": (1, 3),
+    "name": (1, 5),
+    "inspection_started_at": (1, 6),
+    "inspection_finished_at": (1, 6),
+    "clean_step": (1, 7),
+    "raid_config": (1, 12),
+    "target_raid_config": (1, 12),
+    "network_interface": (1, 20),
+    "resource_class": (1, 21),
+    "portgroups": (1, 24),
+    **{f"{name}_interface": (1, 31) for name in
+       ("boot", "console", "deploy", "inspect", "management", "power", "raid", "vendor")},
+    "volume": (1, 32),
+    "storage_interface": (1, 33),
+    "traits": (1, 37),
+    "rescue_interface": (1, 38),
+    "bios_interface": (1, 40),
+    "fault": (1, 42),
+    "deploy_step": (1, 44),
+    "conductor_group": (1, 46),
+    "automated_clean": (1, 47),
+    "protected": (1, 48),
+    "protected_reason": (1, 48),
+    "conductor": (1, 49),
+    "owner": (1, 50),
+    "description": (1, 51),
+    "allocation_uuid": (1, 52),
+    "retired": (1, 61),
+    "retired_reason": (1, 61),
+    "lessee": (1, 65),
+    "firmware_interface": (1, 86),
+}
+
+LIST_FIELDS = ("uuid", "instance_uuid", "maintenance", "power_state", "provision_state", "name", "links")
+LINK_FIELDS = ("ports", "states", "portgroups", "volume")
+
+
+def visible(field: str, req: falcon.Request) -> bool:
+    version = FIELD_VERSIONS.get(field)
+    return version is None or req.context.at_least(*version)
+
+
+def not_acceptable(version: tuple[int, int]) -> NotAcceptable:
+    return NotAcceptable(f"Request not acceptable. The minimal required API version should be "
+                         f"{version[0]}.{version[1]}")
+
+
+def require_field_version(field: str, req: falcon.Request) -> None:
+    version = FIELD_VERSIONS.get(field)
+    if version is not None and not req.context.at_least(*version):
+        raise not_acceptable(version)
+
+
+def parse_fields(req: falcon.Request) -> list[str] | None:
+    """The ``fields`` query parameter (1.8), checked against what the version shows."""
+    raw = req.get_param("fields")
+    if raw is None:
+        return None
+    if not req.context.at_least(1, 8):
+        raise not_acceptable((1, 8))
+    fields = [field.strip() for field in raw.split(",") if field.strip()]
+    invalid = [field for field in fields if field not in NODE_FIELDS or field == "links"]
+    if invalid:
+        raise BadRequest(f'Field(s) "{", ".join(invalid)}" are not valid')
+    for field in fields:
+        require_field_version(field, req)
+    return fields
+
+
+def timestamp(value: datetime.datetime | None) -> str | None:
+    if value is None:
+        return None
+    return value.replace(tzinfo=datetime.UTC).isoformat()
+
+
+def node_body(req: falcon.Request, node: Mapping[str, Any], *, traits: Sequence[str] = (),
+              conductor: str | None = None, fields: Iterable[str] | None = None) -> dict[str, Any]:
+    wanted = None if fields is None else {*fields, "links"}
+    body: dict[str, Any] = {}
+    for field in NODE_FIELDS:
+        if wanted is not None and field not in wanted:
+            continue
+        if not visible(field, req):
+            continue
+        body[field] = _value(req, node, field, traits, conductor)
+    return body
+
+
+def _value(req: falcon.Request, node: Mapping[str, Any], field: str, traits: Sequence[str],
+           conductor: str | None) -> Any:
+    if field == "links":
+        return links.resource(req, "nodes", node["uuid"])
+    if field in LINK_FIELDS:
+        return links.resource(req, "nodes", node["uuid"], f"/{field}")
+    if field == "traits":
+        return list(traits)
+    if field == "conductor":
+        return conductor
+    if field in ("allocation_uuid", "chassis_uuid"):
+        return None
+    if field == "provision_state":
+        return shown_provision_state(req, node["provision_state"])
+    if field == "target_provision_state":
+        return shown_provision_state(req, node["target_provision_state"])
+    value = node.get(field)
+    if isinstance(value, datetime.datetime):
+        return timestamp(value)
+    if field in ("retired", "protected", "maintenance", "console_enabled"):
+        return bool(value)
+    if field == "conductor_group":
+        return value or ""
+    return value
+
+
+def shown_provision_state(req: falcon.Request, value: str | None) -> str | None:
+    # Before 1.2 the available state had no name.
+    if value == states.AVAILABLE and not req.context.at_least(1, 2):
+        return states.NOSTATE
+    return value
+
+
+def list_item(req: falcon.Request, node: Mapping[str, Any], *, fields: Iterable[str] | None = None,
+              traits: Sequence[str] = (), conductor: str | None = None) -> dict[str, Any]:
+    chosen = LIST_FIELDS if fields is None else fields
+    return node_body(req, node, traits=traits, conductor=conductor, fields=chosen)
+
+
+def states_body(req: falcon.Request, node: Mapping[str, Any]) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "console_enabled": bool(node["console_enabled"]),
+        "last_error": node["last_error"],
+        "power_state": node["power_state"],
+        "provision_state": shown_provision_state(req, node["provision_state"]),
+        "target_power_state": node["target_power_state"],
+        "target_provision_state": shown_provision_state(req, node["target_provision_state"]),
+        "provision_updated_at": timestamp(node["provision_updated_at"]),
+    }
+    if req.context.at_least(1, 12):
+        body["raid_config"] = node["raid_config"] or {}
+        body["target_raid_config"] = node["target_raid_config"] or {}
+    return body

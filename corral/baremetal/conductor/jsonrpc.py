@@ -1,0 +1,112 @@
+"""JSON-RPC 2.0 over HTTP between API processes and conductors.
+
+Requests are ``{"jsonrpc": "2.0", "method": ..., "params": {...}, "id": ...}``
+posted to the conductor's address.  A failure answers ``{"error": {"code",
+"message", "data": {"class", "message", "status"}}}``; the caller raises
+an API error with the same status and message, so the API's client sees
+exactly what an in-process call would have produced.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import orjson
+import requests
+
+from corral.core.errors import ApiError, InternalError, ServiceUnavailable
+
+LOG = logging.getLogger(__name__)
+
+PARSE_ERROR = -32700
+INVALID_REQUEST = -32600
+METHOD_NOT_FOUND = -32601
+SERVER_ERROR = -32000
+
+
+def make_server_app(target: Any, methods: Iterable[str]) -> Callable[..., Any]:
+    """A WSGI application dispatching JSON-RPC calls to ``target``'s ``methods``."""
+    allowed = frozenset(methods)
+
+    def app(environ: dict[str, Any], start_response: Callable[..., Any]) -> list[bytes]:
+        if environ.get("REQUEST_METHOD") != "POST":
+            return _respond(start_response, "405 Method Not Allowed", {"error": "POST only"})
+        length = int(environ.get("CONTENT_LENGTH") or 0)
+        try:
+            request = orjson.loads(environ["wsgi.input"].read(length))
+        except orjson.JSONDecodeError as error:
+            return _respond(start_response, "200 OK", _error(None, PARSE_ERROR, str(error)))
+        call_id = request.get("id") if isinstance(request, dict) else None
+        if not isinstance(request, dict) or not isinstance(request.get("params", {}), dict):
+            return _respond(start_response, "200 OK", _error(call_id, INVALID_REQUEST, "invalid request"))
+        method = request.get("method")
+        if method not in allowed:
+            return _respond(start_response, "200 OK", _error(call_id, METHOD_NOT_FOUND, f"no method {method}"))
+        params = dict(request.get("params") or {})
+        params.pop("context", None)
+        try:
+            result = getattr(target, method)(**params)
+        except ApiError as error:
+            body = _error(call_id, SERVER_ERROR, error.message)
+            body["error"]["data"] = {
+                "class": type(error).__name__,
+                "message": error.message,
+                "status": error.status,
+                "extra": error.extra,
+            }
+            return _respond(start_response, "200 OK", body)
+        except Exception as error:  # noqa: BLE001 - reported to the caller as a server error
+            LOG.exception("RPC %s failed", method)
+            return _respond(start_response, "200 OK", _error(call_id, SERVER_ERROR, str(error)))
+        return _respond(start_response, "200 OK", {"jsonrpc": "2.0", "result": result, "id": call_id})
+
+    return app
+
+
+def _error(call_id: Any, code: int, message: str) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": call_id, "error": {"code": code, "message": message}}
+
+
+def _respond(start_response: Callable[..., Any], status: str, body: Any) -> list[bytes]:
+    data = orjson.dumps(body)
+    start_response(status, [("Content-Type", "application/json"), ("Content-Length", str(len(data)))])
+    return [data]
+
+
+class RemoteError(ApiError):
+    """An error raised by the conductor, re-raised with its status and message."""
+
+
+class Client:
+    def __init__(self, timeout: float) -> None:
+        self.timeout = timeout
+        self._ids = itertools.count(1)
+        self._session = requests.Session()
+
+    def call(self, address: str, method: str, **params: Any) -> Any:
+        body = {"jsonrpc": "2.0", "method": method, "params": params, "id": next(self._ids)}
+        try:
+            response = self._session.post(
+                address, data=orjson.dumps(body), headers={"Content-Type": "application/json"},
+                timeout=self.timeout,
+            )
+        except requests.RequestException as error:
+            raise ServiceUnavailable(f"The conductor at {address} could not be reached: {error}") from None
+        try:
+            answer = response.json()
+        except ValueError:
+            raise InternalError(f"The conductor at {address} answered HTTP {response.status_code}") from None
+        error = answer.get("error")
+        if error is None:
+            return answer.get("result")
+        data = error.get("data") or {}
+        if "status" in data:
+            raised = RemoteError(data.get("message", ""), status=int(data["status"]), **(data.get("extra") or {}))
+            raise raised
+        raise InternalError(error.get("message", "conductor error"))
+
+    def close(self) -> None:
+        self._session.close()

@@ -1,0 +1,461 @@
+"""The conductor: registers itself, owns nodes through the hash ring, does the work.
+
+The public methods below are the conductor's RPC interface: the API calls
+them in-process (all-in-one server) or over JSON-RPC.  Arguments and
+results are plain JSON values.  Each method locks the node it changes;
+long work runs in the bounded worker pool and the call answers as soon as
+the node entered its transient state (a full pool is a 503).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from oslo_config import cfg
+
+from corral.baremetal import conf as baremetal_conf
+from corral.baremetal.conductor import cleaning, locks, power, provisioning
+from corral.baremetal.conductor.hash_ring import HashRing
+from corral.baremetal.conductor.task import Task, invalid_action
+from corral.baremetal.db import conductors as conductor_db
+from corral.baremetal.db import nodes as node_db
+from corral.baremetal.domain import rules, states
+from corral.baremetal.drivers.base import StepsNotAvailable
+from corral.baremetal.drivers.registry import DriverRegistry
+from corral.core.db import Database, database_from_conf, is_duplicate
+from corral.core.errors import ApiError, BadRequest, Conflict, ServiceUnavailable
+from corral.core.workers import PoolFull, WorkerPool
+
+LOG = logging.getLogger(__name__)
+
+# Methods callable over RPC.
+RPC_METHODS = frozenset(
+    {
+        "update_node",
+        "destroy_node",
+        "change_power_state",
+        "do_provisioning_action",
+        "get_clean_steps",
+        "set_traits",
+        "add_trait",
+        "remove_trait",
+        "set_maintenance",
+        "set_boot_device",
+        "get_boot_device",
+        "get_supported_boot_devices",
+        "inject_nmi",
+        "validate_driver_interfaces",
+        "set_target_raid_config",
+        "ping",
+    }
+)
+
+
+class NoFreeConductorWorker(ServiceUnavailable):
+    def __init__(self) -> None:
+        super().__init__("Requested action cannot be performed due to lack of free conductor workers.")
+
+
+class StepsPending(ApiError):
+    """Clean steps are not known yet: the API answers 202 with Retry-Request-After."""
+
+    status = 202
+
+    def __init__(self, message: str, retry_after: int) -> None:
+        super().__init__(message, retry_after=retry_after)
+
+
+class Conductor:
+    def __init__(self, conf: cfg.ConfigOpts, db: Database | None = None) -> None:
+        self.conf = conf
+        self.host: str = conf.host
+        self.db = db or database_from_conf(conf, baremetal_conf.database_url(conf))
+        self._owns_db = db is None
+        self.drivers = DriverRegistry(conf)
+        self.pool = WorkerPool(
+            conf.conductor.workers_pool_size, backlog=conf.conductor.workers_backlog, name=f"conductor {self.host}"
+        )
+        self.conductor_id: int | None = None
+        self.rpc_address: str | None = None
+        self._stopped = threading.Event()
+
+    # ------------------------------------------------------- lifecycle
+
+    def register(self) -> None:
+        self.conductor_id = self.db.write(
+            lambda conn: conductor_db.register(
+                conn,
+                self.host,
+                drivers=self.drivers.hardware_types,
+                group=self.conf.conductor.conductor_group,
+                rpc_address=self.rpc_address,
+                interfaces=self.drivers.interface_rows(),
+            )
+        )
+
+    def recover_after_restart(self) -> None:
+        """Nodes this host had locked when it stopped: release them, fail interrupted work."""
+        self.recover_nodes_of([self.host])
+
+    def recover_nodes_of(self, hosts: Sequence[str]) -> int:
+        """Take over locks left by ``hosts``; work they were doing fails with a clear last_error."""
+        if not hosts:
+            return 0
+        with self.db.read() as conn:
+            stuck = [
+                node for node in node_db.list_nodes(conn, {}) if node["reservation"] in set(hosts)
+            ]
+        recovered = 0
+        for node in stuck:
+            holder = node["reservation"]
+            # Compare-and-set from the dead holder to this host.
+            taken = self.db.write(
+                lambda conn, node=node: node_db.update(
+                    conn, node["id"], {"reservation": self.host}, reservation=node["reservation"]
+                )
+            )
+            if not taken:
+                continue
+            task = Task(self, node["id"])
+            task._locked = True  # noqa: SLF001 - the lock was taken over just above
+            try:
+                task.node = task._load()  # noqa: SLF001
+                provisioning.fail_interrupted(task, holder)
+                recovered += 1
+            except Exception:  # noqa: BLE001 - keep recovering the others
+                LOG.exception("recovering node %s failed", node["uuid"])
+            finally:
+                task.release()
+        return recovered
+
+    def heartbeat(self) -> None:
+        if not self.db.write(lambda conn: conductor_db.heartbeat(conn, self.host)):
+            self.register()
+
+    def stop(self) -> None:
+        self._stopped.set()
+        self.pool.stop(wait=True)
+        try:
+            self.db.write(lambda conn: conductor_db.unregister(conn, self.host))
+        finally:
+            if self._owns_db:
+                self.db.dispose()
+
+    # ---------------------------------------------------- ownership
+
+    def live_conductors(self) -> list[dict[str, Any]]:
+        with self.db.read() as conn:
+            return conductor_db.alive(conn, self.conf.conductor.heartbeat_timeout)
+
+    def owns(self, node: Mapping[str, Any], live: list[dict[str, Any]]) -> bool:
+        return owner_of(node, live) == self.host
+
+    # --------------------------------------------------------- spawn
+
+    def spawn(self, task: Task, work: Callable[..., None], *args: Any, event: str | None = None,
+              action: str | None = None, **event_values: Any) -> None:
+        """Run ``work(task, *args)`` in the pool after moving the node with ``event``.
+
+        The node's lock passes to the worker, which releases it.  A full
+        pool leaves the node unchanged (503).
+        """
+        go = threading.Event()
+        cancelled = threading.Event()
+
+        def run() -> None:
+            go.wait()
+            if cancelled.is_set():
+                return
+            try:
+                work(task, *args)
+            except Exception:  # noqa: BLE001 - work records its failures; this is a last resort
+                LOG.exception("work on node %s failed", task.node["uuid"])
+                _record_unexpected(task)
+            finally:
+                task.release()
+
+        try:
+            self.pool.submit(run)
+        except PoolFull:
+            raise NoFreeConductorWorker() from None
+        try:
+            if event is not None:
+                task.process_event(event, action=action, **event_values)
+        except BaseException:
+            cancelled.set()
+            go.set()
+            raise
+        go.set()
+
+    def _locked(self, node_id: int) -> Task:
+        return Task(self, node_id).acquire()
+
+    # ------------------------------------------------------------ RPC
+
+    def ping(self) -> str:
+        return self.host
+
+    def update_node(self, node_id: int, values: dict[str, Any]) -> None:
+        with self._locked(node_id) as task:
+            rules.check_update(task.node, values)
+            if rules.DRIVER_FIELDS & set(values):
+                merged = {**task.node, **values}
+                requested = {key: merged.get(key) for key in rules.DRIVER_FIELDS if key != "driver"}
+                values = {**values, **self.drivers.resolve_interfaces(merged["driver"], requested)}
+            try:
+                task.update(**values)
+            except Exception as error:
+                if is_duplicate(error):
+                    raise _duplicate(values) from None
+                raise
+
+    def destroy_node(self, node_id: int) -> None:
+        with self._locked(node_id) as task:
+            rules.check_delete(task.node)
+            self.db.write(lambda conn: node_db.delete(conn, node_id))
+
+    def change_power_state(self, node_id: int, target: str, timeout: int | None = None) -> None:
+        power.check_target(target)
+        task = self._locked(node_id)
+        try:
+            task.driver.power.validate(task)
+        except Exception as error:
+            task.release()
+            raise BadRequest(f"Failed to validate power interface for node {task.node['uuid']}: {error}") from None
+        try:
+            task.update(target_power_state=power.FINAL_STATES[target], last_error=None)
+            self.spawn(task, power.power_action, target, timeout)
+        except BaseException:
+            task.release()
+            raise
+
+    def do_provisioning_action(self, node_id: int, action: str, clean_steps: list[dict[str, Any]] | None = None,
+                               configdrive: Any = None, rescue_password: str | None = None) -> None:
+        event = states.VERB_EVENTS.get(action)
+        task = self._locked(node_id)
+        handed_off = False
+        try:
+            node = task.node
+            if event is None or states.next_state(node["provision_state"], event) is None:
+                raise invalid_action(action, node)
+            handed_off = self._dispatch(task, event, action, clean_steps, configdrive, rescue_password)
+        finally:
+            if not handed_off:
+                task.release()
+
+    def _dispatch(self, task: Task, event: str, action: str, clean_steps: list[dict[str, Any]] | None,
+                  configdrive: Any, rescue_password: str | None) -> bool:
+        """Start the verb's work; True when a worker now owns the task."""
+        state = task.node["provision_state"]
+        fresh = {"last_error": None}
+        if event == "manage" and state != states.ENROLL:
+            task.process_event("manage", action=action)
+            return False
+        if event == "abort":
+            return self._abort(task, action)
+        if event in ("deploy", "rebuild", "delete", "rescue") and task.node["protected"] and event != "rescue":
+            raise rules.NodeProtected(
+                f"Node {task.node['uuid']} is protected and cannot be undeployed, rebuilt or deleted"
+            )
+        work: dict[str, tuple[Callable[..., None], tuple[Any, ...]]] = {
+            "manage": (provisioning.verify, ()),
+            "provide": (cleaning.start_automated, ()),
+            "clean": (cleaning.start_manual, (clean_steps or [],)),
+            "deploy": (provisioning.deploy, (configdrive,)),
+            "rebuild": (provisioning.deploy, (configdrive,)),
+            "delete": (provisioning.tear_down, ()),
+            "inspect": (provisioning.inspect, ()),
+            "adopt": (provisioning.adopt, ()),
+            "rescue": (provisioning.rescue, (rescue_password,)),
+            "unrescue": (provisioning.unrescue, ()),
+        }
+        function, args = work[event]
+        self.spawn(task, function, *args, event=event, action=action, **fresh)
+        return True
+
+    def _abort(self, task: Task, action: str) -> bool:
+        state = task.node["provision_state"]
+        if state in (states.CLEANWAIT, states.CLEANHOLD):
+            cleaning.request_abort(task)
+            return False
+        if state in (states.INSPECTWAIT, states.RESCUEWAIT, states.DEPLOYWAIT, states.DEPLOYHOLD):
+            task.process_event("abort", action=action, last_error=f"By request, the {state} operation was aborted")
+            return False
+        raise invalid_action(action, task.node)
+
+    def get_clean_steps(self, node_id: int, min_priority: int = 0) -> list[dict[str, Any]]:
+        task = Task(self, node_id, shared=True).acquire()
+        try:
+            steps = cleaning.driver_steps(task)
+        except StepsNotAvailable as error:
+            raise StepsPending(str(error), error.retry_after) from None
+        return [step for step in steps if step["priority"] >= min_priority]
+
+    def set_traits(self, node_id: int, traits: list[str]) -> None:
+        with self._locked(node_id):
+            self.db.write(lambda conn: node_db.set_traits(conn, node_id, traits))
+
+    def add_trait(self, node_id: int, trait: str) -> None:
+        with self._locked(node_id):
+            self.db.write(lambda conn: node_db.add_trait(conn, node_id, trait))
+
+    def remove_trait(self, node_id: int, trait: str) -> bool:
+        with self._locked(node_id):
+            return self.db.write(lambda conn: node_db.remove_trait(conn, node_id, trait))
+
+    def set_maintenance(self, node_id: int, maintenance: bool, reason: str | None = None) -> None:
+        with self._locked(node_id) as task:
+            values: dict[str, Any] = {"maintenance": maintenance, "maintenance_reason": reason if maintenance else None}
+            if not maintenance:
+                values["fault"] = None
+            task.update(**values)
+
+    def get_boot_device(self, node_id: int) -> dict[str, Any]:
+        with self._locked(node_id) as task:
+            return dict(task.driver.management.get_boot_device(task))
+
+    def get_supported_boot_devices(self, node_id: int) -> list[str]:
+        task = Task(self, node_id, shared=True).acquire()
+        return list(task.driver.management.get_supported_boot_devices(task))
+
+    def set_boot_device(self, node_id: int, device: str, persistent: bool = False) -> None:
+        with self._locked(node_id) as task:
+            management = task.driver.management
+            supported = management.get_supported_boot_devices(task)
+            if device not in supported:
+                raise BadRequest(
+                    f"Invalid boot device {device} specified. Supported devices: {', '.join(supported)}"
+                )
+            management.set_boot_device(task, device, persistent=persistent)
+
+    def inject_nmi(self, node_id: int) -> None:
+        with self._locked(node_id) as task:
+            task.driver.management.inject_nmi(task)
+
+    def validate_driver_interfaces(self, node_id: int) -> dict[str, Any]:
+        task = Task(self, node_id, shared=True).acquire()
+        result: dict[str, Any] = {}
+        for interface_type, interface in sorted(task.driver.interfaces.items()):
+            try:
+                interface.validate(task)
+                result[interface_type] = {"result": True}
+            except Exception as error:  # noqa: BLE001 - reported per interface
+                result[interface_type] = {"result": False, "reason": str(error)}
+        return result
+
+    def set_target_raid_config(self, node_id: int, config: dict[str, Any]) -> None:
+        with self._locked(node_id) as task:
+            task.update(target_raid_config=config)
+
+    # ------------------------------------------------------ periodic
+
+    def poll_waiting_cleaning(self) -> int:
+        """Nodes of this conductor in ``clean wait``: resume those whose step finished."""
+        live = self.live_conductors()
+        with self.db.read() as conn:
+            waiting = node_db.list_nodes(conn, {"provision_state": states.CLEANWAIT})
+        moved = 0
+        for node in waiting:
+            if not self.owns(node, live) or node["reservation"]:
+                continue
+            try:
+                task = self._locked(node["id"])
+            except (Conflict, ApiError):
+                continue  # someone else is working on it; next round
+            if task.node["provision_state"] != states.CLEANWAIT:
+                task.release()
+                continue
+            if _timed_out(task, self.conf.conductor.clean_callback_timeout):
+                step = task.node["clean_step"] or {}
+                cleaning.fail(
+                    task,
+                    "Timeout reached while cleaning the node. Please check if the ramdisk responsible for "
+                    f"the cleaning is running on the node. Failed on step {step}.",
+                )
+                task.release()
+                moved += 1
+                continue
+            try:
+                self.spawn(task, _poll_one)
+            except NoFreeConductorWorker:
+                task.release()
+                break
+            moved += 1
+        return moved
+
+    def sync_power_states(self) -> int:
+        """Record the hardware's power state for this conductor's idle nodes."""
+        live = self.live_conductors()
+        with self.db.read() as conn:
+            candidates = node_db.list_nodes(conn, {"reservation": None, "maintenance": False})
+        changed = 0
+        for node in candidates:
+            if not self.owns(node, live) or node["provision_state"] in states.WORKING_STATES:
+                continue
+            try:
+                with self._locked(node["id"]) as task:
+                    actual = task.driver.power.get_power_state(task)
+                    if actual is not None and actual != task.node["power_state"]:
+                        LOG.info("node %s power state is %s, recorded %s", node["uuid"], actual,
+                                 task.node["power_state"])
+                        task.update(power_state=actual)
+                        changed += 1
+            except Exception as error:  # noqa: BLE001 - next node, next round
+                LOG.debug("power sync of node %s skipped: %s", node["uuid"], error)
+        return changed
+
+    def recover_orphans(self) -> int:
+        """Locks held by conductors that stopped heartbeating: take over this conductor's share."""
+        live = self.live_conductors()
+        live_hosts = {conductor["hostname"] for conductor in live}
+        with self.db.read() as conn:
+            held = {
+                node["reservation"]
+                for node in node_db.list_nodes(conn, {})
+                if node["reservation"] and node["reservation"] not in live_hosts and self.owns(node, live)
+            }
+        return self.recover_nodes_of(sorted(held))
+
+
+def _poll_one(task: Task) -> None:
+    if task.node["provision_state"] == states.CLEANWAIT:
+        cleaning.poll_waiting(task)
+
+
+def _timed_out(task: Task, timeout: int) -> bool:
+    if timeout <= 0 or task.node["provision_updated_at"] is None:
+        return False
+    elapsed = (node_db.utcnow() - task.node["provision_updated_at"]).total_seconds()
+    return elapsed > timeout
+
+
+def _record_unexpected(task: Task) -> None:
+    try:
+        state = task.node["provision_state"]
+        failed = states.INTERRUPTED.get(state)
+        if failed is not None:
+            provisioning.fail_interrupted(task, task.conductor.host)
+    except Exception:  # noqa: BLE001 - nothing more to do
+        LOG.exception("could not record the failure on node %s", task.node["uuid"])
+
+
+def _duplicate(values: Mapping[str, Any]) -> Conflict:
+    if values.get("name"):
+        return Conflict(f"A node with name {values['name']} already exists.")
+    if values.get("instance_uuid"):
+        return Conflict(f"Instance {values['instance_uuid']} is already associated with a node.")
+    return Conflict("A node with the same identity already exists.")
+
+
+def owner_of(node: Mapping[str, Any], live: Sequence[Mapping[str, Any]]) -> str | None:
+    """The live conductor a node maps to: same group, supports its driver, by hash ring."""
+    group = node.get("conductor_group") or ""
+    hosts = [
+        conductor["hostname"]
+        for conductor in live
+        if (conductor["conductor_group"] or "") == group and node["driver"] in conductor["drivers"]
+    ]
+    return HashRing(hosts).owner(node["uuid"])

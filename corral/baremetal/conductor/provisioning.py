@@ -1,0 +1,131 @@
+"""The work behind each provisioning verb, run by a worker on a locked node.
+
+Each function is entered with the node already moved into the transient
+state (verifying, deploying, deleting ...).  It ends the node in the next
+stable or failure state and records errors as ``last_error`` instead of
+raising: nobody waits for the result.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from corral.baremetal.conductor import cleaning
+from corral.baremetal.db.nodes import utcnow
+from corral.baremetal.domain import states
+
+LOG = logging.getLogger(__name__)
+
+
+def verify(task: Any) -> None:
+    """enroll -> verifying -> manageable: the power interface must work."""
+    uuid = task.node["uuid"]
+    try:
+        task.driver.power.validate(task)
+        task.driver.management.validate(task)
+    except Exception as error:  # noqa: BLE001 - recorded on the node
+        task.process_event(
+            "fail", last_error=f"Failed to validate power driver interface for node {uuid}. Error: {error}"
+        )
+        return
+    try:
+        power_state = task.driver.power.get_power_state(task)
+    except Exception as error:  # noqa: BLE001 - recorded on the node
+        task.process_event("fail", last_error=f"Failed to get power state for node {uuid}. Error: {error}")
+        return
+    task.process_event("done", power_state=power_state, last_error=None)
+
+
+def deploy(task: Any, configdrive: Any = None) -> None:
+    """available/deploy failed/active -> deploying -> active."""
+    if configdrive is not None:
+        task.update(instance_info={**(task.node["instance_info"] or {}), "configdrive": configdrive})
+    try:
+        task.driver.deploy.validate(task)
+        task.driver.deploy.deploy(task)
+    except Exception as error:  # noqa: BLE001 - recorded on the node
+        task.process_event("fail", last_error=f"Deploy step failed: {error}", deploy_step={})
+        return
+    task.process_event(
+        "done", deploy_step={}, last_error=None, conductor_affinity=task.conductor.conductor_id
+    )
+
+
+def tear_down(task: Any) -> None:
+    """active/deploy failed/error/rescue -> deleting -> cleaning -> available."""
+    try:
+        task.driver.deploy.tear_down(task)
+    except Exception as error:  # noqa: BLE001 - recorded on the node
+        task.process_event("error", last_error=f"Failed to tear down. Error: {error}")
+        return
+    info = task.internal_info
+    info.pop("fake_boot_device", None)
+    task.update(instance_info={}, instance_uuid=None, driver_internal_info=info)
+    task.process_event("clean")
+    cleaning.start_automated(task)
+
+
+def inspect(task: Any) -> None:
+    """manageable/inspect failed -> inspecting -> manageable."""
+    task.update(inspection_started_at=utcnow(), inspection_finished_at=None)
+    try:
+        inspector = task.driver.inspect
+        if hasattr(inspector, "inspect_hardware"):
+            inspector.inspect_hardware(task)
+    except Exception as error:  # noqa: BLE001 - recorded on the node
+        task.process_event("fail", last_error=f"Failed to inspect hardware. Reason: {error}")
+        return
+    task.process_event("done", inspection_finished_at=utcnow(), last_error=None)
+
+
+def adopt(task: Any) -> None:
+    """manageable/adopt failed -> adopting -> active, without touching the hardware."""
+    try:
+        task.driver.power.validate(task)
+        task.driver.deploy.validate(task)
+    except Exception as error:  # noqa: BLE001 - recorded on the node
+        task.process_event(
+            "fail", last_error=f"Error while attempting to adopt node {task.node['uuid']}: {error}."
+        )
+        return
+    task.process_event("done", last_error=None)
+
+
+def rescue(task: Any, rescue_password: str) -> None:
+    """active/rescue/... -> rescuing -> rescue."""
+    info = dict(task.node["instance_info"] or {})
+    info["rescue_password"] = rescue_password
+    task.update(instance_info=info)
+    task.process_event("done", last_error=None)
+
+
+def unrescue(task: Any) -> None:
+    """rescue -> unrescuing -> active."""
+    info = dict(task.node["instance_info"] or {})
+    info.pop("rescue_password", None)
+    task.update(instance_info=info)
+    task.process_event("done", last_error=None)
+
+
+def fail_interrupted(task: Any, holder: str) -> None:
+    """Work on the node stopped with its conductor: move it to the failure state."""
+    state = task.node["provision_state"]
+    failed = states.INTERRUPTED.get(state)
+    if failed is None:
+        return
+    message = (
+        f"The {state} operation on node {task.node['uuid']} was interrupted because conductor {holder} "
+        "stopped while working on it."
+    )
+    LOG.warning(message)
+    values: dict[str, Any] = {
+        "provision_state": failed,
+        "target_provision_state": None if failed in states.STABLE_STATES else task.node["target_provision_state"],
+        "provision_updated_at": utcnow(),
+        "last_error": message,
+    }
+    if state == states.CLEANING:
+        values["clean_step"] = {}
+        values["driver_internal_info"] = cleaning.wipe_cleaning_info(task.internal_info)
+    task.update(**values)
