@@ -31,6 +31,8 @@ class Cloud:
     traits: list[tuple[str, str]] = field(default_factory=list)
     aggregates: list[tuple[str, str]] = field(default_factory=list)
     allocations: list[tuple[str, str, int]] = field(default_factory=list)
+    # Traits to create even when no provider has them.
+    known_traits: set[str] = field(default_factory=set)
 
     def provider(self, name: str, parent: str | None = None) -> str:
         self.providers[name] = {"uuid": make_uuid(name), "parent": parent}
@@ -113,7 +115,7 @@ class Cloud:
                     allocation_ratio=inv["allocation_ratio"],
                 )
             )
-        trait_ids = self._ensure(conn, t.traits, {trait for _name, trait in self.traits})
+        trait_ids = self._ensure(conn, t.traits, {trait for _name, trait in self.traits} | self.known_traits)
         for name, trait in sorted(set(self.traits)):
             conn.execute(t.resource_provider_traits.insert().values(resource_provider_id=ids[name], trait_id=trait_ids[trait]))
         agg_ids: dict[str, int] = {}
