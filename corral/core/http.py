@@ -24,6 +24,7 @@ from typing import Any
 
 import falcon
 import orjson
+import sqlalchemy.exc
 from microversion_parse import Version
 
 from corral.core import errors
@@ -210,6 +211,11 @@ def to_api_error(error: BaseException) -> errors.ApiError:
     """Turn anything raised while serving a request into an :class:`ApiError`."""
     if isinstance(error, errors.ApiError):
         return error
+    if isinstance(error, sqlalchemy.exc.DataError):
+        # The database refused a value the schemas let through (a NUL
+        # character on PostgreSQL, an out-of-range number): the client's
+        # input is at fault and the transaction was rolled back.
+        return errors.BadRequest("Invalid input: a value is not acceptable to the database.")
     if isinstance(error, falcon.HTTPError):
         status = error.status_code
         message = error.description or ""
