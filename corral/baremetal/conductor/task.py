@@ -93,7 +93,7 @@ class Task:
         new_state = states.next_state(current, event)
         if new_state is None:
             raise invalid_action(action or event, self.node)
-        target = states.target_for(new_state, event, self.node["target_provision_state"])
+        target = states.target_for(current, event, new_state, self.node["target_provision_state"])
         self.update(
             provision_state=new_state,
             target_provision_state=target,

@@ -124,20 +124,38 @@ TRANSITIONS: dict[tuple[str, str], str] = {
     (UNRESCUEFAIL, "delete"): DELETING,
 }
 
-# The target a transient state works towards when entered by an event.
-# (cleaning entered by "clean" works towards manageable, by "provide" or
-# from deleting towards available.)
+# The target a transient state works towards, by (state left, event).
+# Cleaning works towards manageable when started by "clean" (manual
+# cleaning) and towards available otherwise (provide, tear-down).
 TARGETS: dict[tuple[str, str], str] = {
-    (VERIFYING, "manage"): MANAGEABLE,
-    (CLEANING, "provide"): AVAILABLE,
-    (CLEANING, "clean"): MANAGEABLE,
-    (INSPECTING, "inspect"): MANAGEABLE,
-    (ADOPTING, "adopt"): ACTIVE,
-    (DEPLOYING, "deploy"): ACTIVE,
-    (DEPLOYING, "rebuild"): ACTIVE,
-    (DELETING, "delete"): AVAILABLE,
-    (RESCUING, "rescue"): RESCUE,
-    (UNRESCUING, "unrescue"): ACTIVE,
+    (ENROLL, "manage"): MANAGEABLE,
+    (MANAGEABLE, "provide"): AVAILABLE,
+    (MANAGEABLE, "clean"): MANAGEABLE,
+    (DELETING, "clean"): AVAILABLE,
+    (MANAGEABLE, "inspect"): MANAGEABLE,
+    (INSPECTFAIL, "inspect"): MANAGEABLE,
+    (MANAGEABLE, "adopt"): ACTIVE,
+    (ADOPTFAIL, "adopt"): ACTIVE,
+    (AVAILABLE, "deploy"): ACTIVE,
+    (DEPLOYFAIL, "deploy"): ACTIVE,
+    (DEPLOYFAIL, "rebuild"): ACTIVE,
+    (ACTIVE, "rebuild"): ACTIVE,
+    (ERROR, "rebuild"): ACTIVE,
+    (ACTIVE, "delete"): AVAILABLE,
+    (DEPLOYFAIL, "delete"): AVAILABLE,
+    (DEPLOYWAIT, "delete"): AVAILABLE,
+    (ERROR, "delete"): AVAILABLE,
+    (RESCUE, "delete"): AVAILABLE,
+    (RESCUEWAIT, "delete"): AVAILABLE,
+    (RESCUEFAIL, "delete"): AVAILABLE,
+    (UNRESCUEFAIL, "delete"): AVAILABLE,
+    (ACTIVE, "rescue"): RESCUE,
+    (RESCUE, "rescue"): RESCUE,
+    (RESCUEFAIL, "rescue"): RESCUE,
+    (UNRESCUEFAIL, "rescue"): RESCUE,
+    (RESCUE, "unrescue"): ACTIVE,
+    (RESCUEFAIL, "unrescue"): ACTIVE,
+    (UNRESCUEFAIL, "unrescue"): ACTIVE,
 }
 
 STABLE_STATES = frozenset({ENROLL, MANAGEABLE, AVAILABLE, ACTIVE, ERROR, RESCUE})
@@ -184,12 +202,12 @@ def next_state(state: str, event: str) -> str | None:
     return TRANSITIONS.get((state, event))
 
 
-def target_for(new_state: str, event: str, current_target: str | None) -> str | None:
-    """The target provision state after ``event`` moved the node into ``new_state``."""
+def target_for(old_state: str, event: str, new_state: str, current_target: str | None) -> str | None:
+    """The target provision state after ``event`` moved the node from ``old_state`` to ``new_state``."""
     if new_state in STABLE_STATES:
         return None
-    if (new_state, event) in TARGETS:
-        return TARGETS[(new_state, event)]
+    if (old_state, event) in TARGETS:
+        return TARGETS[(old_state, event)]
     # Waiting, resuming and failing keep the target the work had.
     return current_target
 

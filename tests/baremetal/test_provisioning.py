@@ -1,0 +1,182 @@
+"""The provision state machine over HTTP: verbs, power, automated cleaning."""
+
+from __future__ import annotations
+
+import uuid
+
+from tests.baremetal.support import faultstring, wait_for, wait_for_state
+from tests.baremetal.test_nodes import create
+
+
+def provision(client, ident, target, **extra):
+    return client.put(f"/v1/nodes/{ident}/states/provision", json={"target": target, **extra})
+
+
+def manageable(client, name="n1", **fields):
+    node = create(client, name=name, **fields)
+    assert provision(client, name, "manage").status_code == 202
+    wait_for_state(client, name, "manageable")
+    return node
+
+
+def available(client, name="n1", **fields):
+    node = manageable(client, name, **fields)
+    assert provision(client, name, "provide").status_code == 202
+    wait_for_state(client, name, "available")
+    return node
+
+
+def test_manage_provide_deploy_undeploy(baremetal) -> None:
+    client = baremetal.client()
+    node = create(client, name="n1")
+    response = provision(client, "n1", "manage")
+    assert response.status_code == 202
+    assert response.content == b""
+    assert response.headers["Location"] == f"{baremetal.url}/v1/nodes/n1/states"
+    managed = wait_for_state(client, "n1", "manageable")
+    assert managed["target_provision_state"] is None
+    assert managed["provision_updated_at"] is not None
+    assert provision(client, "n1", "provide").status_code == 202
+    done = wait_for_state(client, "n1", "available")
+    # Automated cleaning ran the one priority>0 fake step.
+    assert done["driver_internal_info"]["fake_actions"] == ["vendor.log_passthrough"]
+    assert done["driver_internal_info"]["clean_steps"] is None
+    assert done["clean_step"] == {}
+    instance = str(uuid.uuid4())
+    client.patch("/v1/nodes/n1", json=[{"op": "add", "path": "/instance_uuid", "value": instance}])
+    assert provision(client, "n1", "active", configdrive="data").status_code == 202
+    active = wait_for_state(client, "n1", "active")
+    assert active["instance_info"]["configdrive"] == "data"
+    assert client.delete("/v1/nodes/n1").status_code == 409
+    assert provision(client, "n1", "deleted").status_code == 202
+    torn_down = wait_for_state(client, "n1", "available")
+    assert torn_down["instance_uuid"] is None
+    assert torn_down["instance_info"] == {}
+    states = client.get("/v1/nodes/n1/states").json()
+    assert states["provision_state"] == "available"
+    assert set(states) >= {"console_enabled", "last_error", "power_state", "target_power_state",
+                            "target_provision_state", "provision_updated_at", "raid_config", "target_raid_config"}
+    assert client.delete(f"/v1/nodes/{node['uuid']}").status_code == 204
+
+
+def test_automated_clean_can_be_disabled_per_node(baremetal) -> None:
+    client = baremetal.client()
+    done = available(client, automated_clean=False)
+    assert "fake_actions" not in done["driver_internal_info"]
+
+
+def test_invalid_transitions(baremetal) -> None:
+    client = baremetal.client()
+    node = create(client, name="n1")
+    response = provision(client, "n1", "provide")
+    assert response.status_code == 400
+    assert faultstring(response) == (
+        f'The requested action "provide" can not be performed on node "{node["uuid"]}" while it is in state '
+        '"enroll".'
+    )
+    response = provision(client, "n1", "bogus")
+    assert response.status_code == 400
+    assert 'action "bogus"' in faultstring(response)
+    response = client.put("/v1/nodes/n1/states/provision", json={})
+    assert response.status_code == 400
+    assert faultstring(response) == "Missing mandatory parameter: target"
+    assert provision(client, "n1", "abort").status_code == 400
+    assert provision(client, "n1", "provide", clean_steps=[]).status_code == 400
+    assert baremetal.client("1.3").put(f"/v1/nodes/{node['uuid']}/states/provision",
+                                       json={"target": "manage"}).status_code == 406
+    assert client.get("/v1/nodes/n1").json()["provision_state"] == "enroll"
+
+
+def test_rebuild_rescue_inspect_adopt(baremetal) -> None:
+    client = baremetal.client()
+    manageable(client)
+    assert provision(client, "n1", "inspect").status_code == 202
+    inspected = wait_for_state(client, "n1", "manageable")
+    assert inspected["inspection_finished_at"] is not None
+    assert provision(client, "n1", "adopt").status_code == 202
+    wait_for_state(client, "n1", "active")
+    assert provision(client, "n1", "rebuild").status_code == 202
+    wait_for_state(client, "n1", "active")
+    assert provision(client, "n1", "rescue").status_code == 400
+    assert provision(client, "n1", "rescue", rescue_password="secret").status_code == 202
+    rescued = wait_for_state(client, "n1", "rescue")
+    assert rescued["instance_info"]["rescue_password"] == "secret"
+    assert provision(client, "n1", "unrescue").status_code == 202
+    wait_for_state(client, "n1", "active")
+
+
+def test_maintenance_blocks_deploy(baremetal) -> None:
+    client = baremetal.client()
+    available(client)
+    client.put("/v1/nodes/n1/maintenance", json={})
+    response = provision(client, "n1", "active")
+    assert response.status_code == 400
+    assert "maintenance mode" in faultstring(response)
+    assert client.get("/v1/nodes/n1").json()["provision_state"] == "available"
+
+
+def test_protected_node(baremetal) -> None:
+    client = baremetal.client()
+    available(client)
+    response = client.patch("/v1/nodes/n1", json=[{"op": "replace", "path": "/protected", "value": True}])
+    assert response.status_code == 400
+    provision(client, "n1", "active")
+    wait_for_state(client, "n1", "active")
+    response = client.patch("/v1/nodes/n1", json=[{"op": "replace", "path": "/protected", "value": True},
+                                                  {"op": "replace", "path": "/protected_reason", "value": "db"}])
+    assert response.status_code == 200
+    response = provision(client, "n1", "deleted")
+    assert response.status_code == 403
+    assert client.get("/v1/nodes/n1").json()["provision_state"] == "active"
+
+
+def test_power(baremetal) -> None:
+    client = baremetal.client()
+    create(client, name="n1")
+    response = client.put("/v1/nodes/n1/states/power", json={"target": "power off"})
+    assert response.status_code == 202
+    assert response.headers["Location"] == f"{baremetal.url}/v1/nodes/n1/states"
+    wait_for(lambda: client.get("/v1/nodes/n1").json()["power_state"] == "power off")
+    client.put("/v1/nodes/n1/states/power", json={"target": "rebooting"})
+    wait_for(lambda: client.get("/v1/nodes/n1").json()["power_state"] == "power on")
+    client.put("/v1/nodes/n1/states/power", json={"target": "soft power off", "timeout": 10})
+    node = wait_for(lambda: (n := client.get("/v1/nodes/n1").json())["power_state"] == "power off" and n)
+    assert node["target_power_state"] is None
+    assert client.put("/v1/nodes/n1/states/power", json={"target": "sideways"}).status_code == 400
+    assert client.put("/v1/nodes/n1/states/power", json={"target": "power on", "timeout": 0}).status_code == 400
+    assert client.put("/v1/nodes/n1/states/power", json={}).status_code == 400
+    old = baremetal.client("1.26")
+    assert old.put("/v1/nodes/n1/states/power", json={"target": "soft power off"}).status_code == 406
+    assert client.get("/v1/nodes/n1").json()["power_state"] == "power off"
+
+
+def test_boot_device_and_validate(baremetal) -> None:
+    client = baremetal.client()
+    create(client, name="n1")
+    assert client.get("/v1/nodes/n1/management/boot_device").json() == {"boot_device": "pxe", "persistent": False}
+    response = client.put("/v1/nodes/n1/management/boot_device", json={"boot_device": "disk", "persistent": True})
+    assert response.status_code == 204
+    assert client.get("/v1/nodes/n1/management/boot_device").json() == {"boot_device": "disk", "persistent": True}
+    assert client.put("/v1/nodes/n1/management/boot_device", json={"boot_device": "floppy"}).status_code == 400
+    supported = client.get("/v1/nodes/n1/management/boot_device/supported").json()
+    assert "pxe" in supported["supported_boot_devices"]
+    validation = client.get("/v1/nodes/n1/validate").json()
+    assert validation["power"] == {"result": True}
+    assert client.put("/v1/nodes/n1/management/inject_nmi", json={}).status_code == 204
+
+
+def test_drivers_and_conductors(baremetal) -> None:
+    client = baremetal.client()
+    drivers = client.get("/v1/drivers").json()["drivers"]
+    assert [(driver["name"], driver["hosts"], driver["type"]) for driver in drivers] == [
+        ("fake-hardware", ["test-conductor"], "dynamic")
+    ]
+    detail = client.get("/v1/drivers?detail=True").json()["drivers"][0]
+    assert detail["default_power_interface"] == "fake"
+    assert detail["enabled_network_interfaces"] == ["noop"]
+    assert client.get("/v1/drivers/fake-hardware").json()["name"] == "fake-hardware"
+    assert client.get("/v1/drivers/nope").status_code == 404
+    conductors = client.get("/v1/conductors").json()["conductors"]
+    assert [(c["hostname"], c["alive"]) for c in conductors] == [("test-conductor", True)]
+    assert client.get("/v1/conductors/test-conductor").json()["drivers"] == ["fake-hardware"]
+    assert baremetal.client("1.48").get("/v1/conductors").status_code == 404
