@@ -106,6 +106,19 @@ COMPUTE_OPTS = [
         "public_endpoint",
         help="Public URL prefix of the Compute API used in links instead of the request's own host.",
     ),
+    cfg.FloatOpt(
+        "poll_interval",
+        default=1.0,
+        min=0.01,
+        help="Seconds between a compute service's passes over the instances assigned to its host "
+        "(spawning new ones, reclaiming soft-deleted ones).",
+    ),
+    cfg.BoolOpt(
+        "auto_map_hosts",
+        default=True,
+        help="A compute service maps its own host to its cell on start-up (instead of waiting "
+        "for 'corral compute cell_v2 discover-hosts').",
+    ),
     cfg.BoolOpt(
         "auto_map_cells",
         default=True,

@@ -42,4 +42,20 @@ def make_app(conf: cfg.ConfigOpts) -> Any:
 
 
 def start_background(conf: cfg.ConfigOpts, role: str) -> list[Any]:
-    return []
+    """For roles 'all', 'background' and 'compute': this host's compute service in cell1."""
+    if role not in ("all", "background", "compute"):
+        return []
+    from corral.core.db import database_from_conf
+    from corral.compute.domain.cell_admin import cell_for_database, ensure_default_cells
+    from corral.compute.manager import ComputeManager
+    from corral.compute.scheduler import make_scheduler
+
+    api_db = database_from_conf(conf, compute_conf.api_database_url(conf))
+    cell_url = compute_conf.cell1_database_url(conf)
+    cell_db = database_from_conf(conf, cell_url)
+    if conf.compute.auto_map_cells:
+        ensure_default_cells(conf, api_db, migrate=False)
+    manager = ComputeManager(
+        conf, conf.host, cell_db, make_scheduler(conf), api_db=api_db, cell=cell_for_database(api_db, cell_url)
+    )
+    return [manager.start()]

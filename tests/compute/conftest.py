@@ -14,6 +14,9 @@ from corral.compute import conf as compute_conf
 from corral.compute.api.app import build_state, make_app
 from corral.compute.db import api_tables, cell_tables
 from corral.compute.db.schema import API_TREE, CELL_TREE
+from corral.compute.domain import cell_admin
+from corral.compute.manager import ComputeManager
+from corral.compute.scheduler.fake import FakeScheduler
 from tests.support.databases import DatabaseFactory
 from tests.support.http import ApiClient
 
@@ -36,6 +39,9 @@ def migrate(url: str, tree: migrations.MigrationTree) -> None:
         engine.dispose()
 
 
+IMAGE = "70a599e0-31e7-49b7-b260-868f441e862b"
+
+
 class ComputeServer:
     def __init__(self, database_factory: DatabaseFactory, tmp_dir: str) -> None:
         self.api_url = database_factory.new_url("compute_api")
@@ -53,7 +59,8 @@ class ComputeServer:
                 "cells": {"timeout": 3.0, "connect_timeout": 1.0, "down_cell_recheck_interval": 0.0},
             },
         )
-        self.state = build_state(self.conf)
+        self.scheduler = FakeScheduler()
+        self.state = build_state(self.conf, scheduler=self.scheduler)
         self.app = make_app(self.conf, self.state)
         self.server = ThreadedServer(self.app).start()
         self.url = self.server.url
@@ -82,6 +89,42 @@ class ComputeServer:
         self.state.cells.refresh()
         self.state.cells.forget_failures()
 
+    def setup_cloud(self) -> None:
+        """cell0, cell1 and cell2, one compute host in each of cell1 and cell2, flavor m1.tiny."""
+        self.scheduler = FakeScheduler()
+        self.state.scheduler = self.scheduler
+        api_db = self.state.api_db
+        cell_admin.map_cell0(api_db, self.cell_urls["cell0"], migrate=False)
+        self.cells = {"cell0": self.state.cells.cell0()}
+        for name in ("cell1", "cell2"):
+            self.cells[name] = cell_admin.create_cell(
+                api_db, name=name, database_connection=self.cell_urls[name], migrate=False
+            )
+        self.state.cells.refresh()
+        self.managers = {}
+        for name in ("cell1", "cell2"):
+            host = f"host-{name}"
+            manager = ComputeManager(
+                self.conf, host, self.state.cells.database(self.cells[name]), self.scheduler,
+                api_db=api_db, cell=self.cells[name],
+            )
+            manager.register()
+            self.managers[host] = manager
+        flavor = {"name": "m1.tiny", "ram": 512, "vcpus": 1, "disk": 1, "id": "1"}
+        assert self.client("2.69").post("/v2.1/flavors", json={"flavor": flavor}).status_code == 200
+
+    def run_computes(self) -> None:
+        """One pass of every compute service (spawns what was scheduled)."""
+        for manager in self.managers.values():
+            manager.run_once()
+
+    def boot(self, token: str = "user-a:project-a", name: str = "vm", version: str = "2.69",
+             **server: object) -> str:
+        body = {"name": name, "flavorRef": "1", "imageRef": IMAGE, "networks": "none", **server}
+        resp = self.client(version, token=token).post("/v2.1/servers", json={"server": body})
+        assert resp.status_code == 202, resp.text
+        return str(resp.json()["server"]["id"])
+
     def stop(self) -> None:
         self.server.stop()
         self.state.cells.close()
@@ -100,3 +143,10 @@ def compute(compute_server: ComputeServer) -> ComputeServer:
     """The session's server with every table of every database emptied."""
     compute_server.reset()
     return compute_server
+
+
+@pytest.fixture
+def cloud(compute: ComputeServer) -> ComputeServer:
+    """Three cells, a compute host in cell1 and in cell2, and flavor m1.tiny."""
+    compute.setup_cloud()
+    return compute

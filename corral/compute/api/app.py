@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import logging
+from typing import Any
+
 import falcon
+import sqlalchemy as sa
 import microversion_parse
 from oslo_config import cfg
 
@@ -16,6 +20,9 @@ from corral.compute.api.errors import format_error
 from corral.compute.api.routes import all_routes
 from corral.compute.api.state import ComputeState
 from corral.compute.microversions import LEGACY_HEADER, SERVICE_TYPE, SPEC, VERSIONS
+
+
+LOG = logging.getLogger(__name__)
 
 
 def _version_error(error: errors.VersionNotAcceptable) -> errors.ApiError:
@@ -63,8 +70,10 @@ def _make_authenticator(conf: cfg.ConfigOpts) -> auth.Authenticator:
     return authenticate
 
 
-def build_state(conf: cfg.ConfigOpts) -> ComputeState:
+def build_state(conf: cfg.ConfigOpts, scheduler: Any = None) -> ComputeState:
     from corral.compute.cells import CellRegistry
+    from corral.compute.domain.cell_admin import ensure_default_cells
+    from corral.compute.scheduler import make_scheduler
 
     api_db = database_from_conf(conf, compute_conf.api_database_url(conf))
     state = ComputeState(
@@ -73,6 +82,12 @@ def build_state(conf: cfg.ConfigOpts) -> ComputeState:
         policy=Enforcer(conf, policies.rules(), forbidden_message=policies.FORBIDDEN_MESSAGE),
     )
     state.cells = CellRegistry(conf, api_db)
+    state.scheduler = scheduler if scheduler is not None else make_scheduler(conf)
+    if conf.compute.auto_map_cells:
+        try:
+            ensure_default_cells(conf, api_db, migrate=False)
+        except sa.exc.SQLAlchemyError as error:
+            LOG.warning("cells not mapped automatically (is the API database migrated?): %s", error)
     return state
 
 

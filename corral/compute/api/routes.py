@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from corral.core.http import Endpoint, Route
-from corral.compute.api.handlers import flavors, root
+from corral.compute.api.handlers import flavors, os_services, quotas, root, servers
 from corral.compute.api.links import URL_PROJECT
 
 API_PREFIX = "/v2.1"
@@ -20,8 +20,8 @@ API_PREFIX = "/v2.1"
 
 def _with_url_project(handler: Callable[..., None]) -> Callable[..., None]:
     @functools.wraps(handler)
-    def wrapped(state: Any, req: Any, resp: Any, project_id: str, **params: Any) -> None:
-        req.context.extras[URL_PROJECT] = project_id
+    def wrapped(state: Any, req: Any, resp: Any, url_project_id: str, **params: Any) -> None:
+        req.context.extras[URL_PROJECT] = url_project_id
         handler(state, req, resp, **params)
 
     return wrapped
@@ -40,12 +40,12 @@ def versioned(routes: Iterable[Route]) -> list[Route]:
     for route in routes:
         mounted.append(Route(API_PREFIX + route.path, route.methods))
         methods = {method: _project_variant(spec) for method, spec in route.methods.items()}
-        mounted.append(Route(API_PREFIX + "/{project_id}" + route.path, methods))
+        mounted.append(Route(API_PREFIX + "/{url_project_id}" + route.path, methods))
     return mounted
 
 
 def all_routes() -> list[Route]:
     return [
         *root.ROUTES,
-        *versioned([*flavors.ROUTES]),
+        *versioned([*flavors.ROUTES, *servers.ROUTES, *os_services.ROUTES, *quotas.ROUTES]),
     ]

@@ -18,8 +18,8 @@ from corral.compute.db import api_tables as t
 
 
 def utcnow() -> datetime.datetime:
-    # Naive UTC, second precision: the same on every backend.
-    return datetime.datetime.now(datetime.timezone.utc).replace(tzinfo=None, microsecond=0)
+    # Naive UTC with microseconds (kept on every backend, see the tables).
+    return datetime.datetime.now(datetime.timezone.utc).replace(tzinfo=None)
 
 
 # ---------------------------------------------------------------- cells

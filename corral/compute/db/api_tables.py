@@ -14,6 +14,11 @@ migration fills it from the cells.
 from __future__ import annotations
 
 import sqlalchemy as sa
+from sqlalchemy.dialects import mysql
+
+# Microsecond timestamps on every backend (MySQL's DATETIME drops them
+# otherwise): listings sort by creation time across cells.
+Timestamp = sa.DateTime().with_variant(mysql.DATETIME(fsp=6), "mysql", "mariadb")
 
 metadata = sa.MetaData(
     naming_convention={
@@ -27,8 +32,8 @@ metadata = sa.MetaData(
 
 def _timestamps() -> list[sa.Column]:
     return [
-        sa.Column("created_at", sa.DateTime, nullable=True),
-        sa.Column("updated_at", sa.DateTime, nullable=True),
+        sa.Column("created_at", Timestamp, nullable=True),
+        sa.Column("updated_at", Timestamp, nullable=True),
     ]
 
 

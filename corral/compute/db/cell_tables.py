@@ -10,6 +10,11 @@ and the online data migration can still see them.
 from __future__ import annotations
 
 import sqlalchemy as sa
+from sqlalchemy.dialects import mysql
+
+# Microsecond timestamps on every backend (MySQL's DATETIME drops them
+# otherwise): listings sort by creation time across cells.
+Timestamp = sa.DateTime().with_variant(mysql.DATETIME(fsp=6), "mysql", "mariadb")
 
 metadata = sa.MetaData(
     naming_convention={
@@ -23,8 +28,8 @@ metadata = sa.MetaData(
 
 def _timestamps() -> list[sa.Column]:
     return [
-        sa.Column("created_at", sa.DateTime, nullable=True),
-        sa.Column("updated_at", sa.DateTime, nullable=True),
+        sa.Column("created_at", Timestamp, nullable=True),
+        sa.Column("updated_at", Timestamp, nullable=True),
     ]
 
 
@@ -63,10 +68,10 @@ instances = sa.Table(
     sa.Column("user_data", sa.Text, nullable=True),
     sa.Column("locked", sa.Boolean, nullable=False, default=False),
     sa.Column("locked_by", sa.String(255), nullable=True),
-    sa.Column("launched_at", sa.DateTime, nullable=True),
-    sa.Column("terminated_at", sa.DateTime, nullable=True),
+    sa.Column("launched_at", Timestamp, nullable=True),
+    sa.Column("terminated_at", Timestamp, nullable=True),
     sa.Column("deleted", sa.Boolean, nullable=False, default=False),
-    sa.Column("deleted_at", sa.DateTime, nullable=True),
+    sa.Column("deleted_at", Timestamp, nullable=True),
     *_timestamps(),
     sa.Index("ix_instances_project_id_deleted", "project_id", "deleted"),
     sa.Index("ix_instances_host_deleted", "host", "deleted"),
@@ -97,7 +102,7 @@ services = sa.Table(
     sa.Column("report_count", sa.Integer, nullable=False, default=0),
     sa.Column("disabled", sa.Boolean, nullable=False, default=False),
     sa.Column("disabled_reason", sa.String(255), nullable=True),
-    sa.Column("last_seen_up", sa.DateTime, nullable=True),
+    sa.Column("last_seen_up", Timestamp, nullable=True),
     sa.Column("forced_down", sa.Boolean, nullable=False, default=False),
     sa.Column("version", sa.Integer, nullable=False, default=0),
     *_timestamps(),

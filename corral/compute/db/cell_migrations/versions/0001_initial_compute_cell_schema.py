@@ -7,7 +7,7 @@ Create Date: 2026-11-24
 
 from alembic import op
 import sqlalchemy as sa
-
+from sqlalchemy.dialects import mysql
 
 revision = '0001'
 down_revision = None
@@ -31,8 +31,8 @@ def upgrade() -> None:
     sa.Column('cpu_allocation_ratio', sa.Float(), nullable=False),
     sa.Column('ram_allocation_ratio', sa.Float(), nullable=False),
     sa.Column('disk_allocation_ratio', sa.Float(), nullable=False),
-    sa.Column('created_at', sa.DateTime(), nullable=True),
-    sa.Column('updated_at', sa.DateTime(), nullable=True),
+    sa.Column('created_at', sa.DateTime().with_variant(mysql.DATETIME(fsp=6), 'mariadb').with_variant(mysql.DATETIME(fsp=6), 'mysql'), nullable=True),
+    sa.Column('updated_at', sa.DateTime().with_variant(mysql.DATETIME(fsp=6), 'mariadb').with_variant(mysql.DATETIME(fsp=6), 'mysql'), nullable=True),
     sa.PrimaryKeyConstraint('id', name=op.f('pk_compute_nodes')),
     sa.UniqueConstraint('host', 'hypervisor_hostname', name=op.f('uq_compute_nodes_host_hypervisor_hostname')),
     sa.UniqueConstraint('uuid', name=op.f('uq_compute_nodes_uuid'))
@@ -68,12 +68,12 @@ def upgrade() -> None:
     sa.Column('user_data', sa.Text(), nullable=True),
     sa.Column('locked', sa.Boolean(), nullable=False),
     sa.Column('locked_by', sa.String(length=255), nullable=True),
-    sa.Column('launched_at', sa.DateTime(), nullable=True),
-    sa.Column('terminated_at', sa.DateTime(), nullable=True),
+    sa.Column('launched_at', sa.DateTime().with_variant(mysql.DATETIME(fsp=6), 'mariadb').with_variant(mysql.DATETIME(fsp=6), 'mysql'), nullable=True),
+    sa.Column('terminated_at', sa.DateTime().with_variant(mysql.DATETIME(fsp=6), 'mariadb').with_variant(mysql.DATETIME(fsp=6), 'mysql'), nullable=True),
     sa.Column('deleted', sa.Boolean(), nullable=False),
-    sa.Column('deleted_at', sa.DateTime(), nullable=True),
-    sa.Column('created_at', sa.DateTime(), nullable=True),
-    sa.Column('updated_at', sa.DateTime(), nullable=True),
+    sa.Column('deleted_at', sa.DateTime().with_variant(mysql.DATETIME(fsp=6), 'mariadb').with_variant(mysql.DATETIME(fsp=6), 'mysql'), nullable=True),
+    sa.Column('created_at', sa.DateTime().with_variant(mysql.DATETIME(fsp=6), 'mariadb').with_variant(mysql.DATETIME(fsp=6), 'mysql'), nullable=True),
+    sa.Column('updated_at', sa.DateTime().with_variant(mysql.DATETIME(fsp=6), 'mariadb').with_variant(mysql.DATETIME(fsp=6), 'mysql'), nullable=True),
     sa.PrimaryKeyConstraint('id', name=op.f('pk_instances')),
     sa.UniqueConstraint('uuid', name=op.f('uq_instances_uuid'))
     )
@@ -91,11 +91,11 @@ def upgrade() -> None:
     sa.Column('report_count', sa.Integer(), nullable=False),
     sa.Column('disabled', sa.Boolean(), nullable=False),
     sa.Column('disabled_reason', sa.String(length=255), nullable=True),
-    sa.Column('last_seen_up', sa.DateTime(), nullable=True),
+    sa.Column('last_seen_up', sa.DateTime().with_variant(mysql.DATETIME(fsp=6), 'mariadb').with_variant(mysql.DATETIME(fsp=6), 'mysql'), nullable=True),
     sa.Column('forced_down', sa.Boolean(), nullable=False),
     sa.Column('version', sa.Integer(), nullable=False),
-    sa.Column('created_at', sa.DateTime(), nullable=True),
-    sa.Column('updated_at', sa.DateTime(), nullable=True),
+    sa.Column('created_at', sa.DateTime().with_variant(mysql.DATETIME(fsp=6), 'mariadb').with_variant(mysql.DATETIME(fsp=6), 'mysql'), nullable=True),
+    sa.Column('updated_at', sa.DateTime().with_variant(mysql.DATETIME(fsp=6), 'mariadb').with_variant(mysql.DATETIME(fsp=6), 'mysql'), nullable=True),
     sa.PrimaryKeyConstraint('id', name=op.f('pk_services')),
     sa.UniqueConstraint('host', 'binary', name=op.f('uq_services_host_binary')),
     sa.UniqueConstraint('uuid', name=op.f('uq_services_uuid'))
@@ -105,8 +105,8 @@ def upgrade() -> None:
     sa.Column('instance_uuid', sa.String(length=36), nullable=False),
     sa.Column('key', sa.String(length=255), nullable=False),
     sa.Column('value', sa.String(length=255), nullable=True),
-    sa.Column('created_at', sa.DateTime(), nullable=True),
-    sa.Column('updated_at', sa.DateTime(), nullable=True),
+    sa.Column('created_at', sa.DateTime().with_variant(mysql.DATETIME(fsp=6), 'mariadb').with_variant(mysql.DATETIME(fsp=6), 'mysql'), nullable=True),
+    sa.Column('updated_at', sa.DateTime().with_variant(mysql.DATETIME(fsp=6), 'mariadb').with_variant(mysql.DATETIME(fsp=6), 'mysql'), nullable=True),
     sa.ForeignKeyConstraint(['instance_uuid'], ['instances.uuid'], name=op.f('fk_instance_metadata_instance_uuid_instances'), ondelete='CASCADE'),
     sa.PrimaryKeyConstraint('id', name=op.f('pk_instance_metadata')),
     sa.UniqueConstraint('instance_uuid', 'key', name=op.f('uq_instance_metadata_instance_uuid_key'))

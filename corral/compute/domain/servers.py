@@ -1,0 +1,392 @@
+"""Servers: boot, look up, delete, soft delete, restore, force delete.
+
+A boot records the instance mapping (``queued_for_delete`` False), the
+request spec and a build request in the API database, has the scheduler
+pick a host and claim resources in Placement, then creates the instance
+in the host's cell in ``building`` state, where that host's compute
+service spawns it.  A server no host can take is created in cell0 in
+``error`` state, as upstream does.
+
+``queued_for_delete`` on the mapping follows every delete, soft delete,
+force delete (True) and restore (False) as soon as the API acts.
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+import string
+import uuid as uuidlib
+from dataclasses import dataclass, field
+from typing import Any
+
+from corral.core import errors
+from corral.core.context import RequestContext
+from corral.core.db import Database
+from corral.compute.api import policies
+from corral.compute.api.errors import CellDown
+from corral.compute.cells import CellMapping, CellRegistry
+from corral.compute.db import api_queries as q
+from corral.compute.db import cell_queries as cq
+from corral.compute.domain import quota, states
+from corral.compute.domain.scheduling import BootPlan, build_resource_request, eligible_nodes
+from corral.compute.scheduler import NoValidHost, SchedulerUnavailable
+
+LOG = logging.getLogger(__name__)
+
+NO_VALID_HOST_FAULT = "No valid host was found. There are not enough hosts available."
+
+
+def not_found(instance_uuid: str) -> errors.NotFound:
+    return errors.NotFound(f"Instance {instance_uuid} could not be found.")
+
+
+@dataclass
+class BootRequest:
+    name: str
+    flavor: dict[str, Any]
+    image_id: str | None
+    availability_zone: str | None
+    forced_host: str | None
+    metadata: dict[str, str]
+    key_name: str | None = None
+    description: str | None = None
+    user_data: str | None = None
+    config_drive: str | None = None
+    access_ip_v4: str | None = None
+    access_ip_v6: str | None = None
+    min_count: int = 1
+    max_count: int = 1
+    scheduler_hints: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class BootResult:
+    reservation_id: str
+    servers: list[tuple[str, str]]  # (uuid, admin password)
+
+
+def _password(length: int = 12) -> str:
+    alphabet = string.ascii_letters + string.digits
+    return "".join(secrets.choice(alphabet) for _ in range(length))
+
+
+def _embedded_flavor(flavor: dict[str, Any]) -> dict[str, Any]:
+    keys = ("flavorid", "name", "memory_mb", "vcpus", "root_gb", "ephemeral_gb", "swap", "rxtx_factor", "extra_specs")
+    return {key: flavor[key] for key in keys}
+
+
+# ------------------------------------------------------------------ boot
+
+
+def _check_quota(state: Any, context: RequestContext, boot: BootRequest) -> int:
+    """How many servers to boot (between min_count and max_count); raises 403."""
+    project_id = context.project_id
+    assert project_id is not None
+    usage = quota.count_usage(state.api_db, state.cells, project_id)
+    if usage.down_cells and quota.project_has_servers_in(state.api_db, project_id, usage.down_cells):
+        if not state.policy.allows(context, policies.SERVERS_CREATE_CELL_DOWN):
+            names = ", ".join(cell.name or cell.uuid for cell in usage.down_cells)
+            raise errors.Forbidden(
+                f"Project {project_id} has servers in cells that cannot be reached ({names}), so its "
+                "usage cannot be counted; new servers are refused until those cells answer again."
+            )
+    limits = quota.project_limits(state.conf, state.api_db, project_id)
+    if limits["metadata_items"] >= 0 and len(boot.metadata) > limits["metadata_items"]:
+        raise quota.OverQuota("Quota exceeded for metadata_items: too many metadata items on this server.")
+    per_instance = {"instances": 1, "cores": boot.flavor["vcpus"], "ram": boot.flavor["memory_mb"]}
+    count = quota.max_fitting(limits, usage, per_instance, boot.max_count)
+    if count < boot.min_count:
+        quota.check_room(limits, usage, {name: amount * boot.min_count for name, amount in per_instance.items()})
+    return count
+
+
+def create_servers(state: Any, context: RequestContext, boot: BootRequest) -> BootResult:
+    count = _check_quota(state, context, boot)
+    reservation_id = "r-" + secrets.token_hex(4)
+    plan = build_resource_request(state, boot)
+    created: list[tuple[str, str]] = []
+    for index in range(count):
+        instance_uuid = str(uuidlib.uuid4())
+        name = boot.name if count == 1 else f"{boot.name}-{index + 1}"
+        instance = _new_instance(context, boot, instance_uuid, name, reservation_id, index)
+        _record_build(state.api_db, context, boot, instance)
+        _schedule_and_build(state, plan, instance, boot.metadata)
+        created.append((instance_uuid, _password()))
+    return BootResult(reservation_id, created)
+
+
+def _new_instance(context: RequestContext, boot: BootRequest, instance_uuid: str, name: str,
+                  reservation_id: str, index: int) -> dict[str, Any]:
+    flavor = boot.flavor
+    now = q.utcnow()
+    return {
+        "uuid": instance_uuid,
+        "project_id": context.project_id,
+        "user_id": context.user_id,
+        "display_name": name,
+        "display_description": boot.description,
+        "hostname": _hostname(name),
+        "vm_state": states.BUILDING,
+        "task_state": states.SCHEDULING,
+        "power_state": states.NOSTATE,
+        "memory_mb": flavor["memory_mb"],
+        "vcpus": flavor["vcpus"],
+        "root_gb": flavor["root_gb"],
+        "ephemeral_gb": flavor["ephemeral_gb"],
+        "flavor": _embedded_flavor(flavor),
+        "flavorid": flavor["flavorid"],
+        "image_ref": boot.image_id or "",
+        "key_name": boot.key_name,
+        "reservation_id": reservation_id,
+        "launch_index": index,
+        "config_drive": boot.config_drive or "",
+        "access_ip_v4": boot.access_ip_v4,
+        "access_ip_v6": boot.access_ip_v6,
+        "user_data": boot.user_data,
+        "availability_zone": boot.availability_zone,
+        "locked": False,
+        "deleted": False,
+        "created_at": now,
+        "updated_at": now,
+    }
+
+
+def _hostname(name: str) -> str:
+    cleaned = "".join(ch if ch.isalnum() or ch == "-" else "-" for ch in name.lower()).strip("-.")
+    return cleaned[:63] or "server"
+
+
+def _record_build(api_db: Database, context: RequestContext, boot: BootRequest, instance: dict[str, Any]) -> None:
+    spec = {
+        "instance_uuid": instance["uuid"],
+        "project_id": context.project_id,
+        "user_id": context.user_id,
+        "flavor": _embedded_flavor(boot.flavor),
+        "image": {"id": boot.image_id} if boot.image_id else {},
+        "availability_zone": boot.availability_zone,
+        "forced_host": boot.forced_host,
+        "scheduler_hints": boot.scheduler_hints,
+        "num_instances": boot.max_count,
+    }
+
+    def work(conn: Any) -> None:
+        q.create_instance_mapping(
+            conn, instance_uuid=instance["uuid"], cell_id=None, project_id=instance["project_id"],
+            user_id=instance["user_id"], queued_for_delete=False, created_at=instance["created_at"],
+        )
+        q.create_request_spec(conn, instance["uuid"], spec)
+        q.create_build_request(conn, instance["uuid"], instance["project_id"], {**instance, "metadata": boot.metadata})
+
+    api_db.write(work)
+
+
+def _schedule_and_build(state: Any, plan: BootPlan, instance: dict[str, Any], metadata: dict[str, str]) -> None:
+    instance_uuid = instance["uuid"]
+    request = plan.request
+    try:
+        request.eligible_nodes = eligible_nodes(state, plan, instance.get("availability_zone"))
+        selection = state.scheduler.select_and_claim(
+            request, instance_uuid, instance["project_id"], instance["user_id"]
+        )
+    except (NoValidHost, SchedulerUnavailable) as error:
+        LOG.info("server %s could not be scheduled: %s", instance_uuid, error)
+        _bury_in_cell0(state, instance, metadata)
+        return
+    with state.api_db.read() as conn:
+        host_mapping = q.host_mapping(conn, selection.host)
+    try:
+        if host_mapping is None:
+            raise LookupError(f"host {selection.host} is not mapped to a cell")
+        cell = state.cells.by_id(host_mapping.cell_id)
+        built = {
+            **instance,
+            "host": selection.host,
+            "node": selection.nodename,
+            "task_state": states.SPAWNING,
+            "availability_zone": plan.host_zones.get(selection.host, state.conf.compute.default_availability_zone),
+        }
+
+        def create(_cell: CellMapping, database: Database) -> None:
+            database.write(cq.create_instance, built, metadata)
+
+        state.cells.run_in_cell(cell, create)
+    except Exception as error:
+        LOG.warning("server %s could not be created on %s: %s", instance_uuid, selection.host, error)
+        state.scheduler.release(instance_uuid)
+        _bury_in_cell0(state, instance, metadata)
+        return
+    _finish_build(state.api_db, instance_uuid, cell.id)
+
+
+def _finish_build(api_db: Database, instance_uuid: str, cell_id: int) -> None:
+    def work(conn: Any) -> None:
+        q.update_instance_mapping(conn, instance_uuid, cell_id=cell_id)
+        q.delete_build_request(conn, instance_uuid)
+
+    api_db.write(work)
+
+
+def _bury_in_cell0(state: Any, instance: dict[str, Any], metadata: dict[str, str]) -> None:
+    cell0 = state.cells.cell0()
+    if cell0 is None:
+        raise errors.InternalError("cell0 is not mapped; run 'corral compute cell_v2 map-cell0'")
+    failed = {**instance, "vm_state": states.ERROR, "task_state": None, "availability_zone": instance.get("availability_zone")}
+    database = state.cells.database(cell0)
+    database.write(cq.create_instance, failed, metadata)
+    _finish_build(state.api_db, instance["uuid"], cell0.id)
+
+
+# ---------------------------------------------------------------- lookup
+
+
+@dataclass
+class Found:
+    """A server: its full instance row, or (cell down) its mapping and request spec."""
+
+    mapping: Any
+    cell: CellMapping | None
+    instance: dict[str, Any] | None = None
+    metadata: dict[str, str] = field(default_factory=dict)
+    request_spec: dict[str, Any] | None = None
+
+    @property
+    def minimal(self) -> bool:
+        return self.instance is None
+
+
+def find_server(state: Any, context: RequestContext, instance_uuid: str, *, cell_down_support: bool,
+                action: str = "show") -> Found:
+    """The server as the caller may see it; 404 for other projects' servers (up or down cell)."""
+    with state.api_db.read() as conn:
+        mapping = q.instance_mapping(conn, instance_uuid)
+        build = q.build_request(conn, instance_uuid) if mapping is not None and mapping.cell_id is None else None
+    if mapping is None or not _visible(context, mapping.project_id):
+        raise not_found(instance_uuid)
+    if mapping.cell_id is None:
+        if build is None:
+            raise not_found(instance_uuid)
+        return Found(mapping, None, instance=build, metadata=build.get("metadata", {}))
+    cell = state.cells.by_id(mapping.cell_id)
+
+    def read(_cell: CellMapping, database: Database) -> tuple[dict[str, Any] | None, dict[str, str]]:
+        with database.read() as conn:
+            instance = cq.get_instance(conn, instance_uuid)
+            metadata = cq.instance_metadata(conn, [instance_uuid])[instance_uuid] if instance else {}
+            return instance, metadata
+
+    result = state.cells.scatter_gather([cell], read)[cell.uuid]
+    if isinstance(result, tuple):
+        instance, metadata = result
+        if instance is None:
+            raise not_found(instance_uuid)
+        return Found(mapping, cell, instance=instance, metadata=metadata)
+    if action != "show" or not cell_down_support:
+        raise CellDown(
+            f"Cell {cell.uuid} is not responding or returned an exception, hence instance info is not available."
+        )
+    if mapping.queued_for_delete:
+        raise not_found(instance_uuid)
+    with state.api_db.read() as conn:
+        spec = q.request_spec(conn, instance_uuid)
+    if spec is None:
+        raise not_found(instance_uuid)
+    return Found(mapping, cell, request_spec=spec)
+
+
+def _visible(context: RequestContext, project_id: str) -> bool:
+    return context.is_admin or context.project_id == project_id
+
+
+# ---------------------------------------------------------------- delete
+
+
+def _update_in_cell(state: Any, found: Found, expected: dict[str, Any] | None, **values: Any) -> bool:
+    assert found.cell is not None
+
+    def work(_cell: CellMapping, database: Database) -> int:
+        return int(database.write(cq.update_instance, found.mapping.instance_uuid, expected, **values))
+
+    try:
+        return bool(state.cells.run_in_cell(found.cell, work))
+    except Exception as error:
+        raise CellDown(f"Cell {found.cell.uuid} did not accept the change: {error}") from error
+
+
+def _set_queued_for_delete(state: Any, instance_uuid: str, value: bool) -> None:
+    state.api_db.write(lambda conn: q.update_instance_mapping(conn, instance_uuid, queued_for_delete=value))
+
+
+def _hard_delete(state: Any, found: Found) -> None:
+    instance_uuid = found.mapping.instance_uuid
+    if found.cell is None:
+        # Never reached a cell: drop the build request.
+        state.api_db.write(lambda conn: q.delete_build_request(conn, instance_uuid))
+    else:
+        now = q.utcnow()
+        _update_in_cell(
+            state, found, None, deleted=True, deleted_at=now, terminated_at=now, vm_state=states.DELETED,
+            task_state=None, power_state=states.NOSTATE,
+        )
+    _set_queued_for_delete(state, instance_uuid, True)
+    try:
+        state.scheduler.release(instance_uuid)
+    except SchedulerUnavailable as error:
+        # The compute service's periodic audit releases it later.
+        LOG.warning("could not release the resources of %s yet: %s", instance_uuid, error)
+
+
+def delete_server(state: Any, context: RequestContext, instance_uuid: str) -> None:
+    found = find_server(state, context, instance_uuid, cell_down_support=False, action="delete")
+    state.policy.authorize(context, policies.SERVERS_DELETE, {"project_id": found.mapping.project_id})
+    instance = found.instance
+    assert instance is not None
+    soft = (
+        state.conf.compute.reclaim_instance_interval > 0
+        and found.cell is not None
+        and instance.get("host")
+        and instance["vm_state"] not in (states.SOFT_DELETED, states.ERROR, states.BUILDING)
+    )
+    if soft:
+        _update_in_cell(
+            state, found, {"vm_state": instance["vm_state"]}, vm_state=states.SOFT_DELETED, task_state=None,
+            power_state=states.SHUTDOWN,
+        )
+        _set_queued_for_delete(state, instance_uuid, True)
+        return
+    _hard_delete(state, found)
+
+
+def restore_server(state: Any, context: RequestContext, instance_uuid: str) -> None:
+    found = find_server(state, context, instance_uuid, cell_down_support=False, action="restore")
+    state.policy.authorize(context, policies.DEFERRED_DELETE_RESTORE, {"project_id": found.mapping.project_id})
+    _require_soft_deleted(found, "restore")
+    if not _update_in_cell(
+        state, found, {"vm_state": states.SOFT_DELETED}, vm_state=states.ACTIVE, task_state=None,
+        power_state=states.RUNNING,
+    ):
+        raise _invalid_state(found, "restore")
+    _set_queued_for_delete(state, instance_uuid, False)
+
+
+def force_delete_server(state: Any, context: RequestContext, instance_uuid: str) -> None:
+    found = find_server(state, context, instance_uuid, cell_down_support=False, action="forceDelete")
+    state.policy.authorize(context, policies.DEFERRED_DELETE_FORCE, {"project_id": found.mapping.project_id})
+    _require_soft_deleted(found, "forceDelete")
+    _hard_delete(state, found)
+
+
+def _require_soft_deleted(found: Found, action: str) -> None:
+    if found.instance is None or found.instance["vm_state"] != states.SOFT_DELETED:
+        raise _invalid_state(found, action)
+
+
+def _invalid_state(found: Found, action: str) -> errors.Conflict:
+    vm_state = found.instance["vm_state"] if found.instance else None
+    return errors.Conflict(
+        f"Cannot '{action}' instance {found.mapping.instance_uuid} while it is in vm_state {vm_state}"
+    )
+
+
+def cells_for_listing(cells: CellRegistry) -> list[CellMapping]:
+    return cells.mappings()
