@@ -209,11 +209,8 @@ def test_sdk_providers_inventories_traits_aggregates(placement: PlacementServer,
     assert raw["generation"] == 4
 
 
-@pytest.mark.xfail(
-    reason="POST /resource_providers/{uuid}/inventories requires resource_provider_generation; "
-    "upstream Placement accepts the body without it (corral/placement/api/schemas/inventories.py POST)",
-)
 def test_sdk_create_single_inventory(placement: PlacementServer, sdk: Any) -> None:
+    """openstacksdk posts one inventory without a provider generation."""
     rp = sdk.create_resource_provider(name="sdk-one-inventory")
     inventory = sdk.create_resource_provider_inventory(rp, resource_class="VCPU", total=4)
     assert inventory.total == 4
