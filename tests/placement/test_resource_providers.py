@@ -140,3 +140,12 @@ def test_list_filters_resources_traits_aggregates(placement) -> None:
     assert names(f"member_of=!{agg}") == ["big"]
     assert client.get("/resource_providers?resources=CUSTOM_NOPE:1").status_code == 400
     assert placement.client("1.3").get("/resource_providers?resources=VCPU:1").status_code == 400
+
+
+def test_project_readers_see_their_own_usages_only(placement) -> None:
+    reader = placement.client("1.9", token="alice:proj1")
+    # noauth2 users other than admin get the member and reader roles of their project.
+    own = reader.get("/usages?project_id=proj1")
+    other = reader.get("/usages?project_id=proj2")
+    assert (own.status_code, other.status_code) == (200, 403)
+    assert own.json() == {"usages": {}}

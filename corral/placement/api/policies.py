@@ -12,8 +12,10 @@ from oslo_policy import policy
 from corral.core.policy import LEGACY_ADMIN
 
 ADMIN_API = "admin_api"
-# Upstream's current defaults: project-scoped admins and service users.
-ADMIN_OR_SERVICE = "role:admin or role:service"
+# Upstream's current defaults: project-scoped admins and service users;
+# project readers may also read their own project's usages.
+ADMIN_OR_SERVICE = "rule:admin_or_service_api"
+ADMIN_OR_PROJECT_READER_OR_SERVICE = "rule:admin_or_project_reader_or_service_api"
 
 _DEPRECATED_ADMIN = policy.DeprecatedRule(
     name=ADMIN_API, check_str=LEGACY_ADMIN, deprecated_reason="Placement now supports scoped RBAC roles.",
@@ -32,7 +34,7 @@ def _rule(name: str, check_str: str, description: str, operations: list[tuple[st
     )
 
 
-# (rule, read-only?, description, operations): upstream's names.
+# (rule, read-only? (None: project readers too), description, operations): upstream's names.
 _RULES = [
     ("placement:resource_providers:list", True, "List resource providers.", [("GET", "/resource_providers")]),
     ("placement:resource_providers:create", False, "Create resource provider.", [("POST", "/resource_providers")]),
@@ -64,7 +66,7 @@ _RULES = [
      [("PUT", "/resource_providers/{uuid}/aggregates")]),
     ("placement:resource_providers:usages", True, "List resource provider usages.",
      [("GET", "/resource_providers/{uuid}/usages")]),
-    ("placement:usages", True, "List total resource usages for a given project.", [("GET", "/usages")]),
+    ("placement:usages", None, "List total resource usages for a given project.", [("GET", "/usages")]),
     ("placement:traits:list", True, "List traits.", [("GET", "/traits")]),
     ("placement:traits:show", True, "Show trait.", [("GET", "/traits/{name}")]),
     ("placement:traits:update", False, "Update trait.", [("PUT", "/traits/{name}")]),
@@ -87,11 +89,27 @@ _RULES = [
 ]
 
 
+def _base_rules() -> list[policy.RuleDefault]:
+    return [
+        policy.RuleDefault(ADMIN_API, LEGACY_ADMIN, description="Default rule for most placement APIs.",
+                           scope_types=["project"]),
+        policy.RuleDefault("service_api", "role:service", scope_types=["project"], deprecated_rule=_DEPRECATED_ADMIN,
+                           description="Default rule for service-to-service placement APIs."),
+        policy.RuleDefault("admin_or_service_api", "role:admin or role:service", scope_types=["project"],
+                           deprecated_rule=_DEPRECATED_ADMIN, description="Default rule for most placement APIs."),
+        policy.RuleDefault("project_reader_api", "role:reader and project_id:%(project_id)s",
+                           deprecated_rule=_DEPRECATED_ADMIN, description="Default rule for Project level reader APIs."),
+        policy.RuleDefault("admin_or_project_reader_or_service_api",
+                           "role:admin or rule:project_reader_api or role:service", scope_types=["project"],
+                           deprecated_rule=_DEPRECATED_ADMIN, description="Default rule for project level reader APIs."),
+    ]
+
+
 def rules() -> list[policy.RuleDefault]:
     return [
-        policy.RuleDefault(ADMIN_API, LEGACY_ADMIN, description="Default rule for most placement APIs."),
+        *_base_rules(),
         *(
-            _rule(name, ADMIN_OR_SERVICE, description, operations)
+            _rule(name, ADMIN_OR_PROJECT_READER_OR_SERVICE if reads is None else ADMIN_OR_SERVICE, description, operations)
             for name, reads, description, operations in _RULES
         ),
     ]
