@@ -1,0 +1,157 @@
+"""Servers and databases for benchmarks: Corral and upstream OpenStack services.
+
+Each benchmark starts the servers it compares in child processes (their
+own ports, their own temporary state), so the numbers include the real
+HTTP stack, WSGI server and database driver, and both sides run under the
+same conditions: same machine, same database server, same gunicorn worker
+and thread counts.
+"""
+
+from __future__ import annotations
+
+import configparser
+import math
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import requests
+import sqlalchemy as sa
+
+REPO = Path(__file__).resolve().parent.parent
+DEFAULT_POSTGRESQL_SERVER = "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def write_config(path: Path, sections: dict[str, dict[str, Any]]) -> Path:
+    parser = configparser.ConfigParser(interpolation=None)
+    for section, values in sections.items():
+        parser[section] = {key: str(value) for key, value in values.items()}
+    with open(path, "w", encoding="utf-8") as handle:
+        parser.write(handle)
+    return path
+
+
+class ServerProcess:
+    """A server in a child process (its own process group), logging to a file."""
+
+    def __init__(self, name: str, args: list[str], url: str, log_path: Path,
+                 env: dict[str, str] | None = None, cwd: Path | None = None) -> None:
+        self.name = name
+        self.url = url
+        self.log_path = log_path
+        log = open(log_path, "ab")
+        self.process = subprocess.Popen(
+            args, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, **(env or {})},
+            cwd=cwd, start_new_session=True,
+        )
+        log.close()
+
+    def wait_ready(self, path: str = "/", timeout: float = 90) -> ServerProcess:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"{self.name} exited with {self.process.returncode}:\n{self.log()}")
+            try:
+                requests.get(self.url + path, timeout=2)
+                return self
+            except requests.ConnectionError:
+                time.sleep(0.2)
+        raise TimeoutError(f"{self.name} did not answer on {self.url}{path}:\n{self.log()}")
+
+    def log(self) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")[-5000:]
+        except OSError:
+            return ""
+
+    def stop(self) -> None:
+        if self.process.poll() is not None:
+            return
+        os.killpg(self.process.pid, signal.SIGTERM)
+        try:
+            self.process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait(timeout=30)
+
+
+@contextmanager
+def scratch_dir(prefix: str) -> Iterator[Path]:
+    with tempfile.TemporaryDirectory(prefix=prefix) as name:
+        yield Path(name)
+
+
+@contextmanager
+def postgresql_database(server_url: str, label: str) -> Iterator[str]:
+    """A fresh database on the PostgreSQL server at ``server_url``; dropped afterwards."""
+    name = f"bench_{label}_{uuid.uuid4().hex[:8]}"
+    admin = sa.create_engine(server_url, isolation_level="AUTOCOMMIT", poolclass=sa.pool.NullPool)
+    with admin.connect() as conn:
+        conn.execute(sa.text(f'CREATE DATABASE "{name}"'))
+    try:
+        yield str(sa.engine.make_url(server_url).set(database=name).render_as_string(hide_password=False))
+    finally:
+        with admin.connect() as conn:
+            conn.execute(sa.text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        admin.dispose()
+
+
+def start_corral(workdir: Path, sections: dict[str, dict[str, Any]], *, workers: int, threads: int,
+                 ready_path: str) -> ServerProcess:
+    """``corral serve`` with ``sections`` as its configuration, databases migrated first."""
+    config_file = write_config(workdir / "corral.conf", sections)
+    port = free_port()
+    args = [
+        sys.executable, "-m", "corral", "serve", "--port", str(port), "--migrate",
+        "--workers", str(workers), "--threads", str(threads),
+        "--config-file", str(config_file), "--data-dir", str(workdir / "data"),
+    ]
+    server = ServerProcess("corral", args, f"http://127.0.0.1:{port}", workdir / "corral.log", cwd=REPO)
+    return server.wait_ready(ready_path)
+
+
+def start_upstream_placement(workdir: Path, venv: Path, db_url: str, *, workers: int,
+                             threads: int) -> ServerProcess:
+    """Upstream openstack-placement from ``venv`` under gunicorn, database synced first."""
+    write_config(workdir / "placement.conf", {
+        "placement_database": {"connection": db_url},
+        "api": {"auth_strategy": "noauth2"},
+    })
+    env = {"OS_PLACEMENT_CONFIG_DIR": str(workdir)}
+    subprocess.run(
+        [str(venv / "bin" / "placement-manage"), "--config-file", str(workdir / "placement.conf"), "db", "sync"],
+        check=True, env={**os.environ, **env}, capture_output=True,
+    )
+    port = free_port()
+    args = [
+        str(venv / "bin" / "gunicorn"), "--bind", f"127.0.0.1:{port}", "--worker-class", "gthread",
+        "--workers", str(workers), "--threads", str(threads), "--log-level", "warning",
+        "placement.wsgi.api:application",
+    ]
+    server = ServerProcess("upstream", args, f"http://127.0.0.1:{port}", workdir / "upstream.log",
+                           env=env, cwd=workdir)
+    return server.wait_ready("/")
+
+
+def percentile(values: list[float], fraction: float) -> float:
+    """Nearest-rank percentile of ``values`` (0 when empty)."""
+    if not values:
+        return 0.0
+    ordered = sorted(values)
+    rank = min(len(ordered), max(1, math.ceil(fraction * len(ordered))))
+    return ordered[rank - 1]

@@ -1,0 +1,345 @@
+"""Placement claims per second: concurrent writers until every provider is full.
+
+Each writer is a thread with its own HTTP session.  It repeatedly picks a
+provider at random among those not yet known to be full and claims one
+unit of work on it for a brand-new consumer::
+
+    PUT /allocations/{new uuid}          (OpenStack-API-Version: placement 1.39)
+    {"allocations": {rp: {"resources": {"VCPU": 1, "MEMORY_MB": 256}}},
+     "consumer_generation": null, "consumer_type": "INSTANCE",
+     "project_id": ..., "user_id": ...}
+
+A 409 ``placement.concurrent_update`` (another writer changed the provider
+or consumer first) is counted and the writer goes on; any other 409 means
+the provider is out of capacity and is taken off the shared list.  The run
+ends when no provider has room left.  Afterwards the benchmark reads every
+provider's usages and allocations back and checks that none is over
+capacity, that every provider is exactly full, and that every 204 is
+there (no lost or phantom claims).
+
+The same workload runs against Corral (``corral serve``) and upstream
+openstack-placement (its WSGI application under gunicorn, from a venv),
+each on a fresh database of the same type, with the same gunicorn worker
+and thread counts, and the two are printed side by side::
+
+    python benchmarks/placement_claims.py                       # SQLite
+    python benchmarks/placement_claims.py --backend postgresql  # fresh databases on a local server
+    python benchmarks/placement_claims.py --target corral --url http://127.0.0.1:6385/placement
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import sys
+import threading
+import time
+import uuid
+from collections import Counter
+from contextlib import ExitStack
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import requests
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from benchmarks import common  # noqa: E402
+
+VERSION = "placement 1.39"
+CONCURRENT_UPDATE = "placement.concurrent_update"
+UPSTREAM_VENV = Path("/work/venvs/placement")
+
+
+@dataclass
+class Workload:
+    writers: int
+    providers: int
+    vcpus: int
+    memory_mb: int
+    claim_vcpus: int = 1
+    claim_memory_mb: int = 256
+
+    @property
+    def claims_per_provider(self) -> int:
+        return min(self.vcpus // self.claim_vcpus, self.memory_mb // self.claim_memory_mb)
+
+
+@dataclass
+class Result:
+    label: str
+    backend: str
+    claims: int = 0
+    seconds: float = 0.0
+    latencies: list[float] = field(default_factory=list)
+    capacity_409: int = 0
+    conflict_409: int = 0
+    other_errors: Counter[str] = field(default_factory=Counter)
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def rate(self) -> float:
+        return self.claims / self.seconds if self.seconds else 0.0
+
+
+def session(base_url: str) -> requests.Session:
+    http = requests.Session()
+    http.headers.update({"X-Auth-Token": "admin", "OpenStack-API-Version": VERSION})
+    http.base_url = base_url.rstrip("/")  # type: ignore[attr-defined]
+    return http
+
+
+def call(http: requests.Session, method: str, path: str, **kwargs: Any) -> requests.Response:
+    return http.request(method, http.base_url + path, timeout=120, **kwargs)  # type: ignore[attr-defined]
+
+
+def create_providers(base_url: str, workload: Workload, run: str) -> list[str]:
+    http = session(base_url)
+    uuids = []
+    for index in range(workload.providers):
+        rp = str(uuid.uuid4())
+        response = call(http, "POST", "/resource_providers", json={"name": f"bench-{run}-{index}", "uuid": rp})
+        response.raise_for_status()
+        inventories = {
+            "VCPU": {"total": workload.vcpus},
+            "MEMORY_MB": {"total": workload.memory_mb},
+        }
+        body = {"resource_provider_generation": 0, "inventories": inventories}
+        call(http, "PUT", f"/resource_providers/{rp}/inventories", json=body).raise_for_status()
+        uuids.append(rp)
+    http.close()
+    return uuids
+
+
+class OpenProviders:
+    """Providers that may still have room, shared by all writers."""
+
+    def __init__(self, uuids: list[str]) -> None:
+        self._open = list(uuids)
+        self._lock = threading.Lock()
+
+    def pick(self, rng: random.Random) -> str | None:
+        with self._lock:
+            return rng.choice(self._open) if self._open else None
+
+    def close(self, rp: str) -> None:
+        with self._lock:
+            if rp in self._open:
+                self._open.remove(rp)
+
+
+def writer(base_url: str, workload: Workload, providers: OpenProviders, seed: int, out: Result,
+           claimed: list[str], lock: threading.Lock, start: threading.Barrier) -> None:
+    http = session(base_url)
+    call(http, "GET", "/")  # connect before the clock starts
+    rng = random.Random(seed)
+    resources = {"VCPU": workload.claim_vcpus, "MEMORY_MB": workload.claim_memory_mb}
+    latencies: list[float] = []
+    mine: list[str] = []
+    capacity = conflicts = 0
+    errors: Counter[str] = Counter()
+    start.wait()
+    while (rp := providers.pick(rng)) is not None:
+        consumer = str(uuid.uuid4())
+        body = {
+            "allocations": {rp: {"resources": resources}},
+            "project_id": f"project-{seed % 4}",
+            "user_id": f"user-{seed}",
+            "consumer_generation": None,
+            "consumer_type": "INSTANCE",
+        }
+        began = time.perf_counter()
+        response = call(http, "PUT", f"/allocations/{consumer}", json=body)
+        elapsed = time.perf_counter() - began
+        if response.status_code == 204:
+            latencies.append(elapsed)
+            mine.append(consumer)
+        elif response.status_code == 409 and _error_code(response) == CONCURRENT_UPDATE:
+            conflicts += 1
+        elif response.status_code == 409:
+            capacity += 1
+            providers.close(rp)
+        else:
+            errors[f"{response.status_code} {response.text[:120]}"] += 1
+            if sum(errors.values()) > 50:
+                break
+    http.close()
+    with lock:
+        out.latencies.extend(latencies)
+        out.claims += len(mine)
+        out.capacity_409 += capacity
+        out.conflict_409 += conflicts
+        out.other_errors.update(errors)
+        claimed.extend(mine)
+
+
+def _error_code(response: requests.Response) -> str | None:
+    try:
+        return response.json()["errors"][0].get("code")
+    except (ValueError, KeyError, IndexError, TypeError):
+        return None
+
+
+def run_claims(label: str, backend: str, base_url: str, workload: Workload, seed: int = 1) -> Result:
+    run = uuid.uuid4().hex[:8]
+    uuids = create_providers(base_url, workload, run)
+    result = Result(label, backend)
+    providers = OpenProviders(uuids)
+    claimed: list[str] = []
+    lock = threading.Lock()
+    start = threading.Barrier(workload.writers + 1)
+    threads = [
+        threading.Thread(target=writer, args=(base_url, workload, providers, seed * 1000 + n, result,
+                                              claimed, lock, start), name=f"writer-{n}")
+        for n in range(workload.writers)
+    ]
+    for thread in threads:
+        thread.start()
+    start.wait()
+    began = time.perf_counter()
+    for thread in threads:
+        thread.join()
+    result.seconds = time.perf_counter() - began
+    result.problems = verify(base_url, workload, uuids, claimed)
+    return result
+
+
+def verify(base_url: str, workload: Workload, uuids: list[str], claimed: list[str]) -> list[str]:
+    """What is wrong with the providers' final state (empty when all is well)."""
+    http = session(base_url)
+    problems: list[str] = []
+    per_provider = workload.claims_per_provider
+    stored: set[str] = set()
+    for rp in uuids:
+        usages = call(http, "GET", f"/resource_providers/{rp}/usages").json()["usages"]
+        allocations = call(http, "GET", f"/resource_providers/{rp}/allocations").json()["allocations"]
+        stored.update(allocations)
+        limits = {"VCPU": workload.vcpus, "MEMORY_MB": workload.memory_mb}
+        for rc, limit in limits.items():
+            if usages.get(rc, 0) > limit:
+                problems.append(f"{rp} over capacity: {rc} {usages[rc]} > {limit}")
+        if usages.get("VCPU", 0) != per_provider * workload.claim_vcpus:
+            problems.append(f"{rp} not full: VCPU {usages.get('VCPU', 0)} of {per_provider * workload.claim_vcpus}")
+        if len(allocations) != per_provider:
+            problems.append(f"{rp} holds {len(allocations)} consumers, expected {per_provider}")
+    lost = set(claimed) - stored
+    phantom = stored - set(claimed)
+    if lost:
+        problems.append(f"{len(lost)} claims answered 204 but are not stored")
+    if phantom:
+        problems.append(f"{len(phantom)} stored claims were never answered 204")
+    for consumer in random.Random(0).sample(claimed, min(20, len(claimed))):
+        body = call(http, "GET", f"/allocations/{consumer}").json()
+        if body.get("consumer_generation") != 1:
+            problems.append(f"consumer {consumer} has generation {body.get('consumer_generation')}, expected 1")
+    http.close()
+    return problems
+
+
+# ----------------------------------------------------------------- servers
+
+
+def corral_sections(db_url: str) -> dict[str, dict[str, Any]]:
+    return {"placement_database": {"connection": db_url}, "api": {"auth_strategy": "noauth2"}}
+
+
+def run_target(target: str, backend: str, args: argparse.Namespace, workload: Workload) -> Result:
+    with ExitStack() as stack:
+        workdir = stack.enter_context(common.scratch_dir(f"bench-{target}-"))
+        if args.db_url and target == "corral":
+            db_url = args.db_url
+        elif args.upstream_db_url and target == "upstream":
+            db_url = args.upstream_db_url
+        elif backend == "postgresql":
+            db_url = stack.enter_context(common.postgresql_database(args.postgresql_server, target))
+        else:
+            db_url = f"sqlite:///{workdir / 'placement.sqlite'}"
+        if target == "corral":
+            server = common.start_corral(workdir, corral_sections(db_url), workers=args.workers,
+                                         threads=args.threads, ready_path="/placement/")
+            base_url = server.url + "/placement"
+        else:
+            server = common.start_upstream_placement(workdir, args.upstream_venv, db_url,
+                                                     workers=args.workers, threads=args.threads)
+            base_url = server.url
+        stack.callback(server.stop)
+        return run_claims(target, backend, base_url, workload)
+
+
+def report(results: list[Result], workload: Workload, markdown: bool) -> None:
+    header = ["server", "database", "claims", "seconds", "claims/s", "p50 ms", "p95 ms",
+              "409 full", "409 conflict", "other errors", "final state"]
+    rows = []
+    for r in results:
+        p50 = common.percentile(r.latencies, 0.50) * 1000
+        p95 = common.percentile(r.latencies, 0.95) * 1000
+        state = "ok" if not r.problems else f"{len(r.problems)} problems"
+        rows.append([r.label, r.backend, str(r.claims), f"{r.seconds:.2f}", f"{r.rate:.0f}", f"{p50:.1f}",
+                     f"{p95:.1f}", str(r.capacity_409), str(r.conflict_409), str(sum(r.other_errors.values())),
+                     state])
+    print(f"\n{workload.writers} writers, {workload.providers} providers x {workload.claims_per_provider} claims "
+          f"(VCPU={workload.vcpus}, MEMORY_MB={workload.memory_mb}; each claim VCPU={workload.claim_vcpus}, "
+          f"MEMORY_MB={workload.claim_memory_mb})")
+    if markdown:
+        print("| " + " | ".join(header) + " |")
+        print("|" + "|".join("---" for _ in header) + "|")
+        for row in rows:
+            print("| " + " | ".join(row) + " |")
+    else:
+        widths = [max(len(h), *(len(row[i]) for row in rows)) for i, h in enumerate(header)]
+        print("  ".join(h.rjust(w) for h, w in zip(header, widths)))
+        for row in rows:
+            print("  ".join(c.rjust(w) for c, w in zip(row, widths)))
+    by_backend: dict[str, dict[str, Result]] = {}
+    for r in results:
+        by_backend.setdefault(r.backend, {})[r.label] = r
+    for backend, pair in by_backend.items():
+        if "corral" in pair and "upstream" in pair and pair["upstream"].rate:
+            print(f"{backend}: corral/upstream claims/s = {pair['corral'].rate / pair['upstream'].rate:.2f}x")
+    for r in results:
+        for problem in r.problems[:10]:
+            print(f"{r.label}/{r.backend}: {problem}")
+        for error, count in r.other_errors.most_common(5):
+            print(f"{r.label}/{r.backend}: {count} x {error}")
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--target", choices=["corral", "upstream", "both"], default="both")
+    parser.add_argument("--backend", choices=["sqlite", "postgresql"], default="sqlite",
+                        help="database type for servers this benchmark starts (fresh databases)")
+    parser.add_argument("--postgresql-server", default=common.DEFAULT_POSTGRESQL_SERVER,
+                        help="server on which fresh PostgreSQL databases are created and dropped")
+    parser.add_argument("--db-url", help="Corral's database (instead of a fresh one)")
+    parser.add_argument("--upstream-db-url", help="upstream Placement's database (instead of a fresh one)")
+    parser.add_argument("--url", help="benchmark this already-running Placement endpoint (one target)")
+    parser.add_argument("--upstream-venv", type=Path, default=UPSTREAM_VENV)
+    parser.add_argument("--writers", type=int, default=8)
+    parser.add_argument("--providers", type=int, default=10)
+    parser.add_argument("--vcpus", type=int, default=100, help="VCPU inventory per provider")
+    parser.add_argument("--memory-mb", type=int, default=100 * 256, help="MEMORY_MB inventory per provider")
+    parser.add_argument("--workers", type=int, default=1, help="gunicorn workers for both servers")
+    parser.add_argument("--threads", type=int, default=16, help="gunicorn threads per worker for both servers")
+    parser.add_argument("--markdown", action="store_true", help="print the table as Markdown")
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    workload = Workload(args.writers, args.providers, args.vcpus, args.memory_mb)
+    results = []
+    if args.url:
+        label = "upstream" if args.target == "upstream" else "corral"
+        results.append(run_claims(label, args.backend, args.url, workload))
+    else:
+        targets = ["corral", "upstream"] if args.target == "both" else [args.target]
+        for target in targets:
+            print(f"running {target} on {args.backend} ...", file=sys.stderr, flush=True)
+            results.append(run_target(target, args.backend, args, workload))
+    report(results, workload, args.markdown)
+    return 1 if any(r.problems or r.other_errors for r in results) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
