@@ -142,3 +142,35 @@ bios_settings = sa.Table(
     sa.Column("value", sa.Text, nullable=True),
     *_timestamps(),
 )
+
+# Requests for a node (the allocation API).  ``conductor_affinity`` is the
+# conductors.id of the conductor processing the allocation; every write of
+# that conductor is guarded by it, which is what makes takeover safe.
+allocations = sa.Table(
+    "allocations",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True),
+    sa.Column("uuid", sa.String(36), nullable=False, unique=True),
+    sa.Column("name", sa.String(255), nullable=True, unique=True),
+    sa.Column("node_id", sa.Integer, sa.ForeignKey("nodes.id", ondelete="SET NULL"), nullable=True),
+    sa.Column("state", sa.String(15), nullable=False),
+    sa.Column("owner", sa.String(255), nullable=True),
+    sa.Column("last_error", sa.Text, nullable=True),
+    sa.Column("resource_class", sa.String(80), nullable=True),
+    _json("candidate_nodes"),
+    _json("extra"),
+    sa.Column("conductor_affinity", sa.Integer, sa.ForeignKey("conductors.id"), nullable=True),
+    *_timestamps(),
+    sa.Index(None, "state", "conductor_affinity"),
+    sa.Index(None, "node_id"),
+)
+
+# The traits an allocation asks for, in the order given.
+allocation_traits = sa.Table(
+    "allocation_traits",
+    metadata,
+    sa.Column("allocation_id", sa.Integer, sa.ForeignKey("allocations.id", ondelete="CASCADE"), primary_key=True),
+    sa.Column("trait", sa.String(255), primary_key=True),
+    sa.Column("position", sa.Integer, nullable=False, server_default="0"),
+    *_timestamps(),
+)
