@@ -79,6 +79,14 @@ class ServerProcess:
         except OSError:
             return ""
 
+    def error_lines(self, limit: int = 20) -> list[str]:
+        """The first ``limit`` lines of the log that report an error."""
+        try:
+            lines = self.log_path.read_text(errors="replace").splitlines()
+        except OSError:
+            return []
+        return [line for line in lines if "Error:" in line or "Exception:" in line][:limit]
+
     def stop(self) -> None:
         if self.process.poll() is not None:
             return

@@ -50,6 +50,8 @@ from benchmarks import common  # noqa: E402
 VERSION = "placement 1.39"
 CONCURRENT_UPDATE = "placement.concurrent_update"
 UPSTREAM_VENV = Path("/work/venvs/placement")
+# Unexpected answers (5xx) are counted and the writer tries again, up to this many.
+MAX_ERRORS_PER_WRITER = 2000
 
 
 @dataclass
@@ -70,6 +72,7 @@ class Workload:
 class Result:
     label: str
     backend: str
+    writers: int
     claims: int = 0
     seconds: float = 0.0
     latencies: list[float] = field(default_factory=list)
@@ -77,6 +80,7 @@ class Result:
     conflict_409: int = 0
     other_errors: Counter[str] = field(default_factory=Counter)
     problems: list[str] = field(default_factory=list)
+    server_log: str = ""
 
     @property
     def rate(self) -> float:
@@ -162,7 +166,7 @@ def writer(base_url: str, workload: Workload, providers: OpenProviders, seed: in
             providers.close(rp)
         else:
             errors[f"{response.status_code} {response.text[:120]}"] += 1
-            if sum(errors.values()) > 50:
+            if sum(errors.values()) > MAX_ERRORS_PER_WRITER:
                 break
     http.close()
     with lock:
@@ -184,7 +188,7 @@ def _error_code(response: requests.Response) -> str | None:
 def run_claims(label: str, backend: str, base_url: str, workload: Workload, seed: int = 1) -> Result:
     run = uuid.uuid4().hex[:8]
     uuids = create_providers(base_url, workload, run)
-    result = Result(label, backend)
+    result = Result(label, backend, workload.writers)
     providers = OpenProviders(uuids)
     claimed: list[str] = []
     lock = threading.Lock()
@@ -244,7 +248,7 @@ def corral_sections(db_url: str) -> dict[str, dict[str, Any]]:
     return {"placement_database": {"connection": db_url}, "api": {"auth_strategy": "noauth2"}}
 
 
-def run_target(target: str, backend: str, args: argparse.Namespace, workload: Workload) -> Result:
+def run_target(target: str, backend: str, args: argparse.Namespace, workloads: list[Workload]) -> list[Result]:
     with ExitStack() as stack:
         workdir = stack.enter_context(common.scratch_dir(f"bench-{target}-"))
         if args.db_url and target == "corral":
@@ -264,21 +268,27 @@ def run_target(target: str, backend: str, args: argparse.Namespace, workload: Wo
                                                      workers=args.workers, threads=args.threads)
             base_url = server.url
         stack.callback(server.stop)
-        return run_claims(target, backend, base_url, workload)
+        results = []
+        for workload in workloads:
+            result = run_claims(target, backend, base_url, workload)
+            if result.other_errors:
+                result.server_log = "\n".join(server.error_lines())
+            results.append(result)
+        return results
 
 
 def report(results: list[Result], workload: Workload, markdown: bool) -> None:
-    header = ["server", "database", "claims", "seconds", "claims/s", "p50 ms", "p95 ms",
+    header = ["server", "database", "writers", "claims", "seconds", "claims/s", "p50 ms", "p95 ms",
               "409 full", "409 conflict", "other errors", "final state"]
     rows = []
     for r in results:
         p50 = common.percentile(r.latencies, 0.50) * 1000
         p95 = common.percentile(r.latencies, 0.95) * 1000
         state = "ok" if not r.problems else f"{len(r.problems)} problems"
-        rows.append([r.label, r.backend, str(r.claims), f"{r.seconds:.2f}", f"{r.rate:.0f}", f"{p50:.1f}",
+        rows.append([r.label, r.backend, str(r.writers), str(r.claims), f"{r.seconds:.2f}", f"{r.rate:.0f}", f"{p50:.1f}",
                      f"{p95:.1f}", str(r.capacity_409), str(r.conflict_409), str(sum(r.other_errors.values())),
                      state])
-    print(f"\n{workload.writers} writers, {workload.providers} providers x {workload.claims_per_provider} claims "
+    print(f"\n{workload.providers} providers x {workload.claims_per_provider} claims "
           f"(VCPU={workload.vcpus}, MEMORY_MB={workload.memory_mb}; each claim VCPU={workload.claim_vcpus}, "
           f"MEMORY_MB={workload.claim_memory_mb})")
     if markdown:
@@ -291,17 +301,20 @@ def report(results: list[Result], workload: Workload, markdown: bool) -> None:
         print("  ".join(h.rjust(w) for h, w in zip(header, widths)))
         for row in rows:
             print("  ".join(c.rjust(w) for c, w in zip(row, widths)))
-    by_backend: dict[str, dict[str, Result]] = {}
+    pairs: dict[tuple[str, int], dict[str, Result]] = {}
     for r in results:
-        by_backend.setdefault(r.backend, {})[r.label] = r
-    for backend, pair in by_backend.items():
+        pairs.setdefault((r.backend, r.writers), {})[r.label] = r
+    for (backend, writers), pair in pairs.items():
         if "corral" in pair and "upstream" in pair and pair["upstream"].rate:
-            print(f"{backend}: corral/upstream claims/s = {pair['corral'].rate / pair['upstream'].rate:.2f}x")
+            ratio = pair["corral"].rate / pair["upstream"].rate
+            print(f"{backend}, {writers} writers: corral/upstream claims/s = {ratio:.2f}x")
     for r in results:
         for problem in r.problems[:10]:
             print(f"{r.label}/{r.backend}: {problem}")
         for error, count in r.other_errors.most_common(5):
             print(f"{r.label}/{r.backend}: {count} x {error}")
+        if r.server_log:
+            print(f"--- errors in the {r.label} server log ---\n{r.server_log}", file=sys.stderr)
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -315,7 +328,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--upstream-db-url", help="upstream Placement's database (instead of a fresh one)")
     parser.add_argument("--url", help="benchmark this already-running Placement endpoint (one target)")
     parser.add_argument("--upstream-venv", type=Path, default=UPSTREAM_VENV)
-    parser.add_argument("--writers", type=int, default=8)
+    parser.add_argument("--writers", default="1,8",
+                        help="comma-separated writer counts; each is one run on fresh providers")
     parser.add_argument("--providers", type=int, default=10)
     parser.add_argument("--vcpus", type=int, default=100, help="VCPU inventory per provider")
     parser.add_argument("--memory-mb", type=int, default=100 * 256, help="MEMORY_MB inventory per provider")
@@ -327,17 +341,17 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    workload = Workload(args.writers, args.providers, args.vcpus, args.memory_mb)
+    workloads = [Workload(int(n), args.providers, args.vcpus, args.memory_mb) for n in args.writers.split(",")]
     results = []
     if args.url:
         label = "upstream" if args.target == "upstream" else "corral"
-        results.append(run_claims(label, args.backend, args.url, workload))
+        results.extend(run_claims(label, args.backend, args.url, workload) for workload in workloads)
     else:
         targets = ["corral", "upstream"] if args.target == "both" else [args.target]
         for target in targets:
             print(f"running {target} on {args.backend} ...", file=sys.stderr, flush=True)
-            results.append(run_target(target, args.backend, args, workload))
-    report(results, workload, args.markdown)
+            results.extend(run_target(target, args.backend, args, workloads))
+    report(results, workloads[0], args.markdown)
     return 1 if any(r.problems or r.other_errors for r in results) else 0
 
 
