@@ -21,10 +21,12 @@ from corral.core.errors import BadRequest
 _FORMAT_CHECKER = FormatChecker()
 
 
-def compile_schema(schema: dict[str, Any]) -> jsonschema.protocols.Validator:
+def compile_schema(
+    schema: dict[str, Any], format_checker: FormatChecker | None = None
+) -> jsonschema.protocols.Validator:
     cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft7Validator)
     cls.check_schema(schema)
-    return cls(schema, format_checker=_FORMAT_CHECKER)
+    return cls(schema, format_checker=format_checker or _FORMAT_CHECKER)
 
 
 def best_error(validator: jsonschema.protocols.Validator, instance: Any) -> jsonschema.ValidationError | None:
@@ -60,8 +62,9 @@ class VersionedSchema:
         message: Callable[[jsonschema.ValidationError], str] = default_message,
         error: type[BadRequest] = BadRequest,
         code: str | None = None,
+        format_checker: FormatChecker | None = None,
     ) -> None:
-        self._bands = [_Band(low, high, compile_schema(schema)) for low, high, schema in bands]
+        self._bands = [_Band(low, high, compile_schema(schema, format_checker)) for low, high, schema in bands]
         self._message = message
         self._error = error
         self._code = code

@@ -73,6 +73,11 @@ def url(req: falcon.Request, path: str) -> str:
     return f"{req.root_path}{path}"
 
 
+def set_location(req: falcon.Request, resp: falcon.Response, path: str) -> None:
+    """A Location header as upstream's WSGI stack sends it: an absolute URL."""
+    resp.set_header("location", f"{req.prefix}{path}")
+
+
 def http_date(moment: datetime.datetime | None) -> str:
     if moment is None:
         moment = utcnow()

@@ -45,16 +45,21 @@ def from_request(data: Mapping[str, Any]) -> Inventory:
 
 
 def check_capacity(
-    provider_uuid: str, resource_class: str, inventory: Inventory, version: tuple[int, int]
+    provider_uuid: str, resource_class: str, inventory: Inventory, version: tuple[int, int], action: str = "update"
 ) -> None:
-    """Reserved above total (or equal, before 1.26) is a 400."""
-    capacity = (inventory.total - inventory.reserved) * inventory.allocation_ratio
-    too_small = capacity < 0 if version >= RESERVED_EQUALS_TOTAL else capacity <= 0
+    """Reserved above total (or equal, before 1.26) is a 400.
+
+    ``action`` ("create" or "update") names the operation in the message.
+    """
+    capacity = inventory.capacity
+    if version >= RESERVED_EQUALS_TOTAL:
+        too_small, limit = capacity < 0, "greater than total"
+    else:
+        too_small, limit = capacity <= 0, "greater than or equal to total"
     if too_small:
         raise errors.BadRequest(
-            f"Unable to update inventory for resource provider {provider_uuid}: Invalid inventory for "
-            f"'{resource_class}' on resource provider '{provider_uuid}'. The reserved value is greater "
-            "than or equal to total."
+            f"Unable to {action} inventory for resource provider {provider_uuid}: Invalid inventory for "
+            f"'{resource_class}' on resource provider '{provider_uuid}'. The reserved value is {limit}."
         )
 
 

@@ -36,13 +36,17 @@ def _all_body(found: Mapping[str, Inventory], generation: int) -> dict[str, Any]
     }
 
 
-def _class_ids(state: PlacementState, conn: Connection, provider: Provider, names: list[str]) -> dict[str, int]:
+def _class_ids(
+    state: PlacementState,
+    conn: Connection,
+    provider: Provider,
+    names: list[str],
+    prefix: str = "Unknown resource class in inventory for resource provider",
+) -> dict[str, int]:
     found = catalog.ids_by_name(conn, catalog.RESOURCE_CLASSES, names, state.standard_classes)
     missing = sorted(set(names) - set(found))
     if missing:
-        raise errors.BadRequest(
-            f"Unknown resource class in inventory for resource provider {provider.uuid}: {', '.join(missing)}"
-        )
+        raise errors.BadRequest(f"{prefix} {provider.uuid}: No such resource class {missing[0]}.")
     return found
 
 
@@ -53,10 +57,11 @@ def _replace(
     provider: Provider,
     new: dict[str, Inventory],
     generation: int | None,
+    action: str = "update",
 ) -> int:
     """Validate and store ``new`` as the provider's whole inventory; the new generation."""
     for name, inventory in new.items():
-        rules.check_capacity(provider.uuid, name, inventory, _version(req))
+        rules.check_capacity(provider.uuid, name, inventory, _version(req), action)
     class_ids = _class_ids(state, conn, provider, list(new))
     now = util.utcnow()
     new_generation = providers.bump_generation(conn, provider.id, generation, now)
@@ -100,15 +105,16 @@ def create_inventory(state: PlacementState, req: falcon.Request, resp: falcon.Re
     def work(conn: Connection) -> int:
         provider = providers.get_or_404(conn, uuid)
         current = inventories.for_provider(conn, provider.id)
-        _class_ids(state, conn, provider, [name])
+        _class_ids(state, conn, provider, [name], prefix="Unable to create inventory for resource provider")
         if name in current:
             raise errors.Conflict(
                 f"Update conflict: Inventory for '{name}' on resource provider '{uuid}' already exists."
             )
-        return _replace(state, conn, req, provider, {**current, name: added}, body["resource_provider_generation"])
+        # Like upstream, a generation in the body is accepted but not compared.
+        return _replace(state, conn, req, provider, {**current, name: added}, None, action="create")
 
     generation = state.db.write(work)
-    resp.set_header("location", util.url(req, f"/resource_providers/{uuid}/inventories/{name}"))
+    util.set_location(req, resp, f"/resource_providers/{uuid}/inventories/{name}")
     util.send_cacheable(req, resp, _one_body(added, generation), util.utcnow(), status=201)
 
 
@@ -137,11 +143,17 @@ def update_inventory(
 
     def work(conn: Connection) -> int:
         provider = providers.get_or_404(conn, uuid)
+        # Upstream's order: stale generation, then capacity, then the record.
+        if body["resource_provider_generation"] != provider.generation:
+            raise providers.generation_conflict()
+        rules.check_capacity(provider.uuid, resource_class, changed, _version(req))
         current = inventories.for_provider(conn, provider.id)
         if resource_class not in current:
-            _class_ids(state, conn, provider, [resource_class])
+            if not catalog.ids_by_name(conn, catalog.RESOURCE_CLASSES, [resource_class], state.standard_classes):
+                raise errors.NotFound(f"No such resource class {resource_class}.")
             raise errors.BadRequest(
-                f"No inventory record with resource class {resource_class} for resource provider {uuid}"
+                f"No inventory record with resource class for resource provider {uuid}: "
+                f"No inventory of class {resource_class} found."
             )
         new = {**current, resource_class: changed}
         return _replace(state, conn, req, provider, new, body["resource_provider_generation"])
@@ -159,7 +171,8 @@ def delete_inventory(
         provider = providers.get_or_404(conn, uuid)
         current = inventories.for_provider(conn, provider.id)
         if resource_class not in current:
-            raise _no_inventory(uuid, resource_class)
+            missing = f"No inventory of class {resource_class} found for delete"
+            raise errors.NotFound(f"{missing}: {missing}")
         rest = {name: inv for name, inv in current.items() if name != resource_class}
         _replace(state, conn, req, provider, rest, None)
 

@@ -48,7 +48,7 @@ def create_class(state: PlacementState, req: falcon.Request, resp: falcon.Respon
     name = body["name"]
     if not state.db.write(catalog.insert, resource_classes, name, util.utcnow()):
         raise errors.Conflict(f"Conflicting resource class already exists: {name}")
-    resp.set_header("location", util.url(req, f"/resource_classes/{name}"))
+    util.set_location(req, resp, f"/resource_classes/{name}")
     send_empty(resp, 201)
 
 
@@ -91,7 +91,7 @@ def ensure_class(state: PlacementState, req: falcon.Request, resp: falcon.Respon
     _check_custom_name(name)
     created = state.db.write(catalog.insert, resource_classes, name, util.utcnow())
     if created:
-        resp.set_header("location", util.url(req, f"/resource_classes/{name}"))
+        util.set_location(req, resp, f"/resource_classes/{name}")
     send_empty(resp, 201 if created else 204)
 
 

@@ -10,6 +10,7 @@ from sqlalchemy.engine import Connection
 
 from corral.core import errors
 from corral.core.http import Route, send_empty
+from corral.placement.api import errors as codes
 from corral.placement.api import query, util
 from corral.placement.api.schemas import resource_providers as schemas
 from corral.placement.api.state import PlacementState
@@ -59,32 +60,48 @@ def list_providers(state: PlacementState, req: falcon.Request, resp: falcon.Resp
     util.send_cacheable(req, resp, body, util.newest(*(p.modified for p in found)))
 
 
-def _parent(conn: Connection, parent_uuid: str | None) -> Provider | None:
+def _action_failed(action: str, reason: str) -> str:
+    # The reason wording clients see from upstream's object layer.
+    return f"Object action {action} failed because: {reason}"
+
+
+def _parent(conn: Connection, parent_uuid: str | None, action: str = "create") -> Provider | None:
+    """The parent named by ``parent_uuid``; ValueError with the reason when it does not exist."""
     if parent_uuid is None:
         return None
     parent = providers.get(conn, parent_uuid)
     if parent is None:
-        raise errors.BadRequest(f"The parent provider UUID {parent_uuid} does not exist.")
+        raise ValueError(_action_failed(action, "parent provider UUID does not exist."))
     return parent
 
 
 def create_provider(state: PlacementState, req: falcon.Request, resp: falcon.Response) -> None:
     util.authorize(state, req, "placement:resource_providers:create")
     body = util.json_body(state, req, state.schema("resource_providers.post"))
-    new_uuid = body.get("uuid") or str(uuidlib.uuid4())
+    # A dashless or upper-case uuid names the same provider as its canonical form.
+    new_uuid = str(uuidlib.UUID(body["uuid"])) if body.get("uuid") else str(uuidlib.uuid4())
     now = util.utcnow()
 
     def work(conn: Connection) -> Provider:
-        parent = _parent(conn, body.get("parent_provider_uuid"))
+        parent_uuid = body.get("parent_provider_uuid")
+        try:
+            if parent_uuid is not None and parent_uuid == new_uuid:
+                raise ValueError(_action_failed(
+                    "create", "parent provider UUID cannot be same as UUID. "
+                    "Please set parent provider UUID to None if there is no parent."))
+            parent = _parent(conn, parent_uuid)
+        except ValueError as problem:
+            raise errors.BadRequest(f'Unable to create resource provider "{body["name"]}", {new_uuid}: {problem}')
         providers.create(conn, uuid=new_uuid, name=body["name"], parent=parent, now=now)
         return providers.get_or_404(conn, new_uuid)
 
     created = state.db.write(work)
-    resp.set_header("location", util.url(req, f"/resource_providers/{created.uuid}"))
+    util.set_location(req, resp, f"/resource_providers/{created.uuid}")
     if req.context.at_least(*POST_RETURNS_BODY):
         util.send_cacheable(req, resp, provider_body(req, created), created.modified)
     else:
         send_empty(resp, 201)
+        resp.content_type = None  # type: ignore[assignment]  # no body, no content type
 
 
 def show_provider(state: PlacementState, req: falcon.Request, resp: falcon.Response, uuid: str) -> None:
@@ -98,8 +115,8 @@ def _check_parent_change(req: falcon.Request, provider: Provider, parent: Provid
     if req.context.at_least(*REPARENT) or provider.parent_id is None:
         return
     if parent is None:
-        raise errors.BadRequest("un-parenting a provider is not currently allowed.")
-    raise errors.BadRequest("re-parenting a provider is not currently allowed.")
+        raise ValueError(_action_failed("update", "un-parenting a provider is not currently allowed."))
+    raise ValueError(_action_failed("update", "re-parenting a provider is not currently allowed."))
 
 
 def update_provider(state: PlacementState, req: falcon.Request, resp: falcon.Response, uuid: str) -> None:
@@ -112,9 +129,18 @@ def update_provider(state: PlacementState, req: falcon.Request, resp: falcon.Res
         if body["name"] != provider.name:
             providers.rename(conn, provider, body["name"], now)
         if "parent_provider_uuid" in body and body["parent_provider_uuid"] != provider.parent_uuid:
-            parent = _parent(conn, body["parent_provider_uuid"])
-            _check_parent_change(req, provider, parent)
-            providers.set_parent(conn, provider, parent, now)
+            try:
+                # Upstream names the action "create" for a missing parent here too.
+                parent = _parent(conn, body["parent_provider_uuid"])
+                _check_parent_change(req, provider, parent)
+            except ValueError as problem:
+                raise errors.BadRequest(f"Unable to save resource provider {uuid}: {problem}")
+            try:
+                providers.set_parent(conn, provider, parent, now)
+            except errors.BadRequest as problem:
+                raise errors.BadRequest(
+                    f"Unable to save resource provider {uuid}: {_action_failed('update', problem.message)}"
+                )
         return providers.get_or_404(conn, uuid)
 
     updated = state.db.write(work)
@@ -125,7 +151,12 @@ def delete_provider(state: PlacementState, req: falcon.Request, resp: falcon.Res
     util.authorize(state, req, "placement:resource_providers:delete")
 
     def work(conn: Connection) -> None:
-        providers.delete(conn, providers.get_or_404(conn, uuid))
+        provider = providers.get(conn, uuid)
+        if provider is None:
+            raise errors.NotFound(
+                f"No resource provider with uuid {uuid} found for delete", code=codes.RESOURCE_PROVIDER_NOT_FOUND
+            )
+        providers.delete(conn, provider)
 
     state.db.write(work)
     send_empty(resp)

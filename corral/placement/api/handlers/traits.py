@@ -80,7 +80,7 @@ def put_trait(state: PlacementState, req: falcon.Request, resp: falcon.Response,
         )
     created = state.db.write(catalog.insert, traits, name, util.utcnow())
     if created:
-        resp.set_header("location", util.url(req, f"/traits/{name}"))
+        util.set_location(req, resp, f"/traits/{name}")
     if req.context.at_least(*util.LAST_MODIFIED):
         resp.set_header("last-modified", util.http_date(None))
         resp.set_header("cache-control", "no-cache")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from corral.core.schema import VersionedSchema
+from corral.placement.api.schemas.common import FORMAT_CHECKER, validation_message
 
 
 def compile_all() -> dict[str, VersionedSchema]:
@@ -22,4 +23,7 @@ def compile_all() -> dict[str, VersionedSchema]:
         "inventories.put_one": inventories.PUT_ONE,
         "inventories.put_all": inventories.PUT_ALL,
     }
-    return {name: VersionedSchema(band) for name, band in bands.items()}
+    return {
+        name: VersionedSchema(band, message=validation_message, format_checker=FORMAT_CHECKER)
+        for name, band in bands.items()
+    }

@@ -35,7 +35,8 @@ POST = [
                 "resource_class": RESOURCE_CLASS_NAME,
                 "resource_provider_generation": GENERATION,
             },
-            "required": ["total", "resource_class", "resource_provider_generation"],
+            # The generation is optional here (not in PUT): upstream never required it.
+            "required": ["total", "resource_class"],
             "additionalProperties": False,
         },
     )
