@@ -190,47 +190,39 @@ def _usage(class_ids: Collection[int]) -> sa.Subquery:
     )
 
 
-def _room_clause(inv: sa.Table, used: sa.ColumnElement, rc: int, amount: int, root: int | None) -> sa.ColumnElement:
-    clause = sa.and_(
-        inv.c.resource_class_id == rc,
-        used + amount <= (inv.c.total - inv.c.reserved) * inv.c.allocation_ratio,
-        inv.c.min_unit <= amount,
-        inv.c.max_unit >= amount,
-        sa.literal(amount) % inv.c.step_size == 0,
-    )
-    if root is not None:
-        clause = sa.and_(clause, resource_providers.c.root_provider_id == root)
-    return clause
+def inventories_of_classes(conn: Connection, groups: list[ResolvedGroup], facts: Facts) -> set[int]:
+    """Fill ``facts.inventory`` and ``facts.root_of`` with every inventory of a
+    requested class; return the classes read for the whole cloud.
 
-
-def inventories_with_room(conn: Connection, groups: list[ResolvedGroup], facts: Facts) -> None:
-    """Fill ``facts.inventory`` and ``facts.root_of`` with every inventory that has
-    room for some requested amount.
+    The room check happens in Python (one pass over compact rows), so the
+    same rows also serve the provider summaries.  A class asked for only by
+    groups restricted to trees (``in_tree``) is read for those trees only.
 
     SELECT rp.id, rp.root_provider_id, inv.resource_class_id, inv.total, inv.reserved,
            inv.min_unit, inv.max_unit, inv.step_size, inv.allocation_ratio,
            COALESCE(usage.used, 0)
     FROM inventories AS inv
     JOIN resource_providers AS rp ON rp.id = inv.resource_provider_id
-    LEFT JOIN (<usage of the requested classes>) AS usage
+    LEFT JOIN (SELECT resource_provider_id, resource_class_id, SUM(used) AS used
+               FROM allocations WHERE resource_class_id IN (:classes)
+               GROUP BY resource_provider_id, resource_class_id) AS usage
       ON usage.resource_provider_id = inv.resource_provider_id
      AND usage.resource_class_id = inv.resource_class_id
     WHERE inv.resource_class_id IN (:classes)
-      AND ( (inv.resource_class_id = :rc AND COALESCE(usage.used, 0) + :amount
-               <= (inv.total - inv.reserved) * inv.allocation_ratio
-             AND inv.min_unit <= :amount AND inv.max_unit >= :amount
-             AND MOD(:amount, inv.step_size) = 0 [AND rp.root_provider_id = :in_tree_root])
-            OR ... one branch per requested (class, amount, tree) )
+      [AND (inv.resource_class_id IN (:whole_cloud_classes)
+            OR (inv.resource_class_id = :rc AND rp.root_provider_id IN (:tree_roots)) ...)]
     """
-    wanted = sorted(
-        {(rc, amount, group.tree_root) for group in groups if not group.impossible for rc, amount in group.resources.items()},
-        key=lambda item: (item[0], item[1], item[2] or 0),
-    )
-    if not wanted:
-        return
-    class_ids = sorted({rc for rc, _amount, _root in wanted})
+    trees_by_class: dict[int, set[int | None]] = {}
+    for group in groups:
+        if group.impossible:
+            continue
+        for rc in group.resources:
+            trees_by_class.setdefault(rc, set()).add(group.tree_root)
+    if not trees_by_class:
+        return set()
+    whole = {rc for rc, trees in trees_by_class.items() if None in trees}
+    class_ids = sorted(trees_by_class)
     usage = _usage(class_ids)
-    used = sa.func.coalesce(usage.c.used, 0)
     rp = resource_providers
     statement = (
         sa.select(
@@ -243,7 +235,7 @@ def inventories_with_room(conn: Connection, groups: list[ResolvedGroup], facts: 
             inventories.c.max_unit,
             inventories.c.step_size,
             inventories.c.allocation_ratio,
-            used,
+            sa.func.coalesce(usage.c.used, 0),
         )
         .select_from(
             inventories.join(rp, rp.c.id == inventories.c.resource_provider_id).outerjoin(
@@ -255,8 +247,16 @@ def inventories_with_room(conn: Connection, groups: list[ResolvedGroup], facts: 
             )
         )
         .where(inventories.c.resource_class_id.in_(class_ids))
-        .where(sa.or_(*(_room_clause(inventories, used, rc, amount, root) for rc, amount, root in wanted)))
     )
+    if len(whole) < len(trees_by_class):
+        branches = []
+        if whole:
+            branches.append(inventories.c.resource_class_id.in_(sorted(whole)))
+        for rc, trees in sorted(trees_by_class.items()):
+            if rc not in whole:
+                roots = sorted(t for t in trees if t is not None)
+                branches.append(sa.and_(inventories.c.resource_class_id == rc, rp.c.root_provider_id.in_(roots)))
+        statement = statement.where(sa.or_(*branches))
     inventory = facts.inventory
     root_of = facts.root_of
     for rp_id, root_id, rc, total, reserved, min_unit, max_unit, step, ratio, used_now in conn.execute(statement):
@@ -265,6 +265,7 @@ def inventories_with_room(conn: Connection, groups: list[ResolvedGroup], facts: 
         if rows is None:
             rows = inventory[rc] = {}
         rows[rp_id] = ((total - reserved) * ratio, int(used_now), min_unit, max_unit, step)
+    return whole
 
 
 def traits_and_aggregates(conn: Connection, trait_ids: Collection[int], aggregate_ids: Collection[int], facts: Facts) -> None:
@@ -342,7 +343,7 @@ def gather_facts(
     sharing_trait = names.traits.get(SHARING_TRAIT)
     facts.root_required = frozenset(names.traits[t] for t in request.root_required)
     facts.root_forbidden = frozenset(names.traits[t] for t in request.root_forbidden)
-    inventories_with_room(conn, groups, facts)
+    facts.complete_classes = inventories_of_classes(conn, groups, facts)
     trait_ids = set(facts.root_required | facts.root_forbidden)
     aggregate_ids: set[int] = set()
     for group in groups:
@@ -408,9 +409,14 @@ def providers_of_trees(conn: Connection, roots: Collection[int], providers: Coll
 
 
 def summary_inventories(
-    conn: Connection, provider_ids: Collection[int], class_ids: Collection[int] | None
+    conn: Connection,
+    provider_ids: Collection[int],
+    *,
+    only: Collection[int] | None = None,
+    exclude: Collection[int] = (),
 ) -> dict[int, list[tuple[int, int, int]]]:
-    """provider id -> [(resource class id, capacity, used)] (all classes when ``class_ids`` is None).
+    """provider id -> [(resource class id, capacity, used)] for the classes in
+    ``only`` (all when None) but not in ``exclude``.
 
     SELECT inv.resource_provider_id, inv.resource_class_id, inv.total, inv.reserved,
            inv.allocation_ratio, COALESCE(usage.used, 0)
@@ -420,9 +426,10 @@ def summary_inventories(
                GROUP BY resource_provider_id, resource_class_id) AS usage
       ON usage.resource_provider_id = inv.resource_provider_id
      AND usage.resource_class_id = inv.resource_class_id
-    WHERE inv.resource_provider_id IN (:providers) [AND inv.resource_class_id IN (:classes)]
+    WHERE inv.resource_provider_id IN (:providers)
+      [AND inv.resource_class_id IN (:only)] [AND inv.resource_class_id NOT IN (:exclude)]
     """
-    if not provider_ids:
+    if not provider_ids or (only is not None and not only):
         return {}
     usage_query = sa.select(
         allocations.c.resource_provider_id,
@@ -432,8 +439,10 @@ def summary_inventories(
     in_providers = _id_filter(allocations.c.resource_provider_id, provider_ids)
     if in_providers is not None:
         usage_query = usage_query.where(in_providers)
-    if class_ids is not None:
-        usage_query = usage_query.where(allocations.c.resource_class_id.in_(sorted(class_ids)))
+    if only is not None:
+        usage_query = usage_query.where(allocations.c.resource_class_id.in_(sorted(only)))
+    if exclude:
+        usage_query = usage_query.where(allocations.c.resource_class_id.not_in(sorted(exclude)))
     usage = usage_query.group_by(allocations.c.resource_provider_id, allocations.c.resource_class_id).subquery("usage")
     inv = inventories
     statement = sa.select(
@@ -455,8 +464,10 @@ def summary_inventories(
     in_providers = _id_filter(inv.c.resource_provider_id, provider_ids)
     if in_providers is not None:
         statement = statement.where(in_providers)
-    if class_ids is not None:
-        statement = statement.where(inv.c.resource_class_id.in_(sorted(class_ids)))
+    if only is not None:
+        statement = statement.where(inv.c.resource_class_id.in_(sorted(only)))
+    if exclude:
+        statement = statement.where(inv.c.resource_class_id.not_in(sorted(exclude)))
     wanted = provider_ids if isinstance(provider_ids, (set, frozenset, dict)) else set(provider_ids)
     found: dict[int, list[tuple[int, int, int]]] = {}
     for rp_id, rc, total, reserved, ratio, used in conn.execute(statement):
@@ -526,6 +537,25 @@ class Answer:
     class_names: dict[int, str]
 
 
+def _summary_inventories(
+    conn: Connection, summarised: list[int], facts: Facts, requested: set[int], all_classes: bool
+) -> dict[int, list[tuple[int, int, int]]]:
+    """Summaries' inventories: classes read for the whole cloud come from
+    ``facts``; the database is asked only for the rest."""
+    known = facts.complete_classes if all_classes else facts.complete_classes & requested
+    if all_classes:
+        found = summary_inventories(conn, summarised, exclude=known)
+    else:
+        found = summary_inventories(conn, summarised, only=requested - known)
+    for rc in sorted(known):
+        rows = facts.inventory.get(rc, {})
+        for rp in summarised:
+            row = rows.get(rp)
+            if row is not None:
+                found.setdefault(rp, []).append((rc, int(row[0]), row[1]))
+    return found
+
+
 def find_candidates(
     conn: Connection,
     request: CandidateRequest,
@@ -571,7 +601,7 @@ def find_candidates(
     tree_roots, single = summary_providers(chosen, facts.root_of, request.nested_aware)
     summarised = sorted(rp for rp, row in providers.items() if row.root_id in tree_roots or rp in single)
     requested_classes = {rc for group in groups for rc in group.resources}
-    inventories_found = summary_inventories(conn, summarised, None if all_classes_in_summaries else requested_classes)
+    inventories_found = _summary_inventories(conn, summarised, facts, requested_classes, all_classes_in_summaries)
     traits_found = summary_traits(conn, summarised) if with_traits else {}
     used_classes = {rc for rows in inventories_found.values() for rc, _cap, _used in rows} | requested_classes
     return Answer(

@@ -17,6 +17,7 @@ import itertools
 import random
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 # The trait that marks a provider whose inventory is shared with every
 # provider in the same aggregate.
@@ -155,6 +156,8 @@ class Facts:
     # root_required: traits every anchor root must have / must not have
     root_required: frozenset[int] = frozenset()
     root_forbidden: frozenset[int] = frozenset()
+    # resource classes whose inventories were read for every provider
+    complete_classes: set[int] = field(default_factory=set)
     _anchor_ok: dict[int, bool] = field(default_factory=dict)
 
     def anchor_ok(self, root: int) -> bool:
@@ -168,17 +171,16 @@ class Facts:
         return known
 
 
-class GroupRequest(tuple):  # type: ignore[type-arg]
-    """One way to satisfy one group: (anchor root, ((rp, rc, amount), ...), providers)."""
+class GroupRequest(NamedTuple):
+    """One way to satisfy one group."""
 
-    __slots__ = ()
+    anchor: int
+    # ((provider id, resource class id), amount), sorted
+    allocations: tuple[tuple[tuple[int, int], int], ...]
+    providers: frozenset[int]
 
-    def __new__(cls, anchor: int, resources: tuple[tuple[int, int, int], ...], providers: frozenset[int]):
-        return tuple.__new__(cls, (anchor, resources, providers))
 
-
-@dataclass(frozen=True)
-class Candidate:
+class Candidate(NamedTuple):
     """One allocation request satisfying every group."""
 
     anchor: int
@@ -191,14 +193,9 @@ class Candidate:
         return {rp for (rp, _rc), _amount in self.allocations}
 
 
-def fits(row: InventoryRow, amount: int, already: int = 0) -> bool:
-    """Room for ``amount`` more (on top of ``already`` in this request)."""
+def fits(row: InventoryRow, amount: int) -> bool:
     capacity, used, min_unit, max_unit, step = row
-    return (
-        used + already + amount <= capacity
-        and min_unit <= amount <= max_unit
-        and amount % step == 0
-    )
+    return used + amount <= capacity and min_unit <= amount <= max_unit and amount % step == 0
 
 
 def providers_in_aggregates(member_of: list[frozenset[int]], aggs_of: dict[int, set[int]]) -> set[int]:
@@ -222,10 +219,50 @@ def _traits_ok(providers: Iterable[int], group: ResolvedGroup, traits_of: dict[i
     return all(any_of & union for any_of in group.required)
 
 
-def _fitting(group: ResolvedGroup, rc: int, amount: int, facts: Facts) -> Iterator[int]:
-    for rp, row in facts.inventory.get(rc, {}).items():
-        if fits(row, amount) and (group.tree_root is None or facts.root_of[rp] == group.tree_root):
-            yield rp
+def _fitting(group: ResolvedGroup, rc: int, amount: int, facts: Facts) -> Iterator[tuple[int, int]]:
+    """(provider, root) of every provider with room for ``amount`` of ``rc``."""
+    tree_root = group.tree_root
+    root_of = facts.root_of
+    for rp, (capacity, used, min_unit, max_unit, step) in facts.inventory.get(rc, {}).items():
+        if used + amount > capacity or amount < min_unit or amount > max_unit or amount % step:
+            continue
+        root = root_of[rp]
+        if tree_root is None or root == tree_root:
+            yield rp, root
+
+
+def _providers_by_anchor(group: ResolvedGroup, rc: int, amount: int, facts: Facts) -> dict[int, list[int]]:
+    """anchor root -> providers that may supply ``amount`` of ``rc`` to a candidate anchored there."""
+    in_aggs = providers_in_aggregates(group.member_of, facts.aggs_of) if group.member_of else None
+    bad = providers_in_any(group.forbidden_aggs, facts.aggs_of) if group.forbidden_aggs else None
+    anchor_ok = facts.anchor_ok
+    sharing = facts.sharing
+    plain = in_aggs is None and bad is None and not (facts.root_required or facts.root_forbidden)
+    by_anchor: dict[int, list[int]] = {}
+    for rp, root in _fitting(group, rc, amount, facts):
+        if plain and rp not in sharing:
+            found = by_anchor.get(root)
+            if found is None:
+                by_anchor[root] = [rp]
+            else:
+                found.append(rp)
+            continue
+        anchors = [root]
+        if rp in sharing and group.tree_root is None and (in_aggs is None or rp in in_aggs):
+            anchors.extend(a for a in facts.anchors_of.get(rp, ()) if a != root)
+        for anchor in anchors:
+            if not anchor_ok(anchor):
+                continue
+            if in_aggs is not None and rp not in in_aggs and anchor not in in_aggs:
+                continue
+            if bad is not None and (rp in bad or anchor in bad):
+                continue
+            found = by_anchor.get(anchor)
+            if found is None:
+                by_anchor[anchor] = [rp]
+            else:
+                found.append(rp)
+    return by_anchor
 
 
 def unnumbered_requests(group: ResolvedGroup, facts: Facts) -> list[GroupRequest]:
@@ -234,45 +271,32 @@ def unnumbered_requests(group: ResolvedGroup, facts: Facts) -> list[GroupRequest
     Each resource class comes whole from one provider; a combination is
     anchored at a root.  Aggregates on a root span its tree: a provider
     passes ``member_of`` when it or its anchor is a member, and fails a
-    forbidden aggregate when it or its anchor is a member.
+    forbidden aggregate when it or its anchor is a member.  Traits are
+    those of the providers the combination uses, together.
     """
-    if group.impossible:
+    if group.impossible or not group.resources:
         return []
-    in_aggs = providers_in_aggregates(group.member_of, facts.aggs_of) if group.member_of else None
-    bad = providers_in_any(group.forbidden_aggs, facts.aggs_of) if group.forbidden_aggs else set()
-    anchor_ok = facts.anchor_ok
-    # resource class -> anchor -> providers (insertion-ordered)
-    by_rc: list[tuple[int, int, dict[int, dict[int, None]]]] = []
+    by_rc: list[tuple[int, int, dict[int, list[int]]]] = []
     for rc, amount in group.resources.items():
-        by_anchor: dict[int, dict[int, None]] = {}
-        for rp in _fitting(group, rc, amount, facts):
-            anchors = [facts.root_of[rp]]
-            if rp in facts.sharing and group.tree_root is None and (in_aggs is None or rp in in_aggs):
-                anchors.extend(facts.anchors_of.get(rp, ()))
-            for anchor in anchors:
-                if not anchor_ok(anchor):
-                    continue
-                if in_aggs is not None and rp not in in_aggs and anchor not in in_aggs:
-                    continue
-                if rp in bad or anchor in bad:
-                    continue
-                by_anchor.setdefault(anchor, {})[rp] = None
+        by_anchor = _providers_by_anchor(group, rc, amount, facts)
         if not by_anchor:
             return []
         by_rc.append((rc, amount, by_anchor))
     common = set(by_rc[0][2])
     for _rc, _amount, by_anchor in by_rc[1:]:
-        common &= set(by_anchor)
+        common.intersection_update(by_anchor)
     requests: list[GroupRequest] = []
     check_traits = bool(group.required or group.forbidden)
+    traits_of = facts.traits_of
+    keys = [(rc, amount) for rc, amount, _ in by_rc]
     for anchor in sorted(common):
-        choices = [list(by_anchor[anchor]) for _rc, _amount, by_anchor in by_rc]
+        choices = [by_anchor[anchor] for _rc, _amount, by_anchor in by_rc]
         for combo in itertools.product(*choices):
             providers = frozenset(combo)
-            if check_traits and not _traits_ok(providers, group, facts.traits_of):
+            if check_traits and not _traits_ok(providers, group, traits_of):
                 continue
-            resources = tuple((rp, rc, amount) for rp, (rc, amount, _) in zip(combo, by_rc))
-            requests.append(GroupRequest(anchor, resources, providers))
+            allocations = tuple(sorted(((rp, rc), amount) for rp, (rc, amount) in zip(combo, keys)))
+            requests.append(GroupRequest(anchor, allocations, providers))
     return requests
 
 
@@ -304,7 +328,7 @@ def numbered_requests(group: ResolvedGroup, facts: Facts) -> list[GroupRequest]:
     if group.resources:
         items = iter(group.resources.items())
         rc, amount = next(items)
-        pool = set(_fitting(group, rc, amount, facts))
+        pool = {rp for rp, _root in _fitting(group, rc, amount, facts)}
         for rc, amount in items:
             rows = facts.inventory.get(rc, {})
             pool = {rp for rp in pool if rp in rows and fits(rows[rp], amount)}
@@ -316,20 +340,20 @@ def numbered_requests(group: ResolvedGroup, facts: Facts) -> list[GroupRequest]:
         pool = set(in_aggs)
     else:
         pool = set()
-    resources_of = tuple(group.resources.items())
+    resources_of = sorted(group.resources.items())
     requests: list[GroupRequest] = []
     for rp in sorted(pool):
         if not _single_provider_ok(rp, group, facts, in_aggs, bad):
             continue
         root = facts.root_of[rp]
-        resources = tuple((rp, rc, amount) for rc, amount in resources_of)
+        allocations = tuple(((rp, rc), amount) for rc, amount in resources_of)
         providers = frozenset((rp,))
         anchors = [root]
         if rp in facts.sharing:
             anchors.extend(sorted(a for a in facts.anchors_of.get(rp, ()) if a != root))
         for anchor in anchors:
             if facts.anchor_ok(anchor):
-                requests.append(GroupRequest(anchor, resources, providers))
+                requests.append(GroupRequest(anchor, allocations, providers))
     return requests
 
 
@@ -368,7 +392,14 @@ class Merge:
 
 
 def merge_candidates(merge: Merge, per_group: dict[str, list[GroupRequest]], facts: Facts) -> Iterator[Candidate]:
-    """Combine one request per group, anchor by anchor, lazily and without repeats."""
+    """Combine one request per group, anchor by anchor, lazily and without repeats.
+
+    The same allocation can only come up twice through a sharing provider
+    reachable from several anchors, so repeats are tracked only then.
+    """
+    if len(merge.groups) == 1:
+        yield from _single_group(merge, per_group[merge.groups[0].suffix], facts)
+        return
     suffixes = [group.suffix for group in merge.groups]
     granular = [i for i, group in enumerate(merge.groups) if group.use_same_provider]
     isolate = merge.group_policy == "isolate" and len(granular) > 1
@@ -378,12 +409,11 @@ def merge_candidates(merge: Merge, per_group: dict[str, list[GroupRequest]], fac
     by_anchor: dict[int, list[list[GroupRequest]]] = {}
     for position, suffix in enumerate(suffixes):
         for request in per_group[suffix]:
-            lists = by_anchor.get(request[0])
+            lists = by_anchor.get(request.anchor)
             if lists is None:
-                lists = by_anchor[request[0]] = [[] for _ in suffixes]
+                lists = by_anchor[request.anchor] = [[] for _ in suffixes]
             lists[position].append(request)
-    single_group = len(suffixes) == 1
-    seen: set[tuple[object, ...]] = set()
+    seen: set[tuple[object, ...]] | None = set() if facts.sharing else None
     root_of = facts.root_of
     inventory = facts.inventory
     for anchor in sorted(by_anchor):
@@ -391,29 +421,44 @@ def merge_candidates(merge: Merge, per_group: dict[str, list[GroupRequest]], fac
         if not all(lists):
             continue
         for combo in itertools.product(*lists):
-            if isolate and len({next(iter(combo[i][2])) for i in granular}) != len(granular):
+            if isolate and len({next(iter(combo[i].providers)) for i in granular}) != len(granular):
                 continue
             if subtree_positions and not all(
-                in_same_subtree(set().union(*(combo[i][2] for i in positions)), merge.parent_of)
+                in_same_subtree(set().union(*(combo[i].providers for i in positions)), merge.parent_of)
                 for positions in subtree_positions
             ):
                 continue
             amounts: dict[tuple[int, int], int] = {}
             for request in combo:
-                for rp, rc, amount in request[1]:
-                    key = (rp, rc)
+                for key, amount in request.allocations:
                     amounts[key] = amounts.get(key, 0) + amount
-            if not single_group and not _within_capacity(amounts, inventory):
+            if not _within_capacity(amounts, inventory):
                 continue
             if not merge.nested_aware and not _one_provider_per_tree(amounts, root_of):
                 continue
             allocations = tuple(sorted(amounts.items()))
-            mappings = tuple((suffixes[i], combo[i][2]) for i in range(len(suffixes)))
-            key = (allocations, mappings)
+            mappings = tuple((suffixes[i], combo[i].providers) for i in range(len(suffixes)))
+            if seen is not None:
+                key = (allocations, mappings)
+                if key in seen:
+                    continue
+                seen.add(key)
+            yield Candidate(anchor, allocations, mappings)
+
+
+def _single_group(merge: Merge, requests: list[GroupRequest], facts: Facts) -> Iterator[Candidate]:
+    suffix = merge.groups[0].suffix
+    seen: set[tuple[object, ...]] | None = set() if facts.sharing else None
+    root_of = facts.root_of
+    for anchor, allocations, providers in requests:
+        if not merge.nested_aware and len({root_of[rp] for rp in providers}) != len(providers):
+            continue
+        if seen is not None:
+            key = (allocations, providers)
             if key in seen:
                 continue
             seen.add(key)
-            yield Candidate(anchor, allocations, mappings)
+        yield Candidate(anchor, allocations, ((suffix, providers),))
 
 
 def _within_capacity(amounts: dict[tuple[int, int], int], inventory: dict[int, dict[int, InventoryRow]]) -> bool:
@@ -429,7 +474,6 @@ def _within_capacity(amounts: dict[tuple[int, int], int], inventory: dict[int, d
 def _one_provider_per_tree(amounts: dict[tuple[int, int], int], root_of: dict[int, int]) -> bool:
     providers = {rp for rp, _rc in amounts}
     return len({root_of[rp] for rp in providers}) == len(providers)
-
 
 def select(candidates: Iterator[Candidate], limit: int | None, randomize: bool) -> list[Candidate]:
     """Apply ``limit``: the first ones found, or a random choice among all."""

@@ -70,34 +70,40 @@ def render(answer: Answer, version: tuple[int, int]) -> dict[str, Any]:
 def _render_requests(answer: Answer, version: tuple[int, int]) -> list[dict[str, Any]]:
     uuid_of = {rp: row.uuid for rp, row in answer.providers.items()}
     names = answer.class_names
-    as_dict = version >= DICT_ALLOCATIONS
     with_mappings = version >= MAPPINGS
+    if version < DICT_ALLOCATIONS:
+        return [_as_list(candidate.allocations, uuid_of, names) for candidate in answer.candidates]
     rendered = []
-    for candidate in answer.candidates:
-        by_provider: dict[str, dict[str, int]] = {}
-        for (rp, rc), amount in candidate.allocations:
+    for _anchor, allocations, mappings in answer.candidates:
+        by_provider: dict[str, dict[str, Any]] = {}
+        for (rp, rc), amount in allocations:
             uuid = uuid_of[rp]
-            resources = by_provider.get(uuid)
-            if resources is None:
-                resources = by_provider[uuid] = {}
-            resources[names[rc]] = amount
-        if as_dict:
-            entry: dict[str, Any] = {
-                "allocations": {uuid: {"resources": resources} for uuid, resources in by_provider.items()}
+            entry = by_provider.get(uuid)
+            if entry is None:
+                by_provider[uuid] = {"resources": {names[rc]: amount}}
+            else:
+                entry["resources"][names[rc]] = amount
+        request: dict[str, Any] = {"allocations": by_provider}
+        if with_mappings:
+            request["mappings"] = {
+                suffix: [uuid_of[rp] for rp in members] if len(members) == 1 else sorted(uuid_of[rp] for rp in members)
+                for suffix, members in mappings
             }
-            if with_mappings:
-                entry["mappings"] = {
-                    suffix: sorted(uuid_of[rp] for rp in members) for suffix, members in candidate.mappings
-                }
-        else:
-            entry = {
-                "allocations": [
-                    {"resource_provider": {"uuid": uuid}, "resources": resources}
-                    for uuid, resources in by_provider.items()
-                ]
-            }
-        rendered.append(entry)
+        rendered.append(request)
     return rendered
+
+
+def _as_list(
+    allocations: tuple[tuple[tuple[int, int], int], ...], uuid_of: dict[int, str], names: dict[int, str]
+) -> dict[str, Any]:
+    by_provider: dict[str, dict[str, int]] = {}
+    for (rp, rc), amount in allocations:
+        by_provider.setdefault(uuid_of[rp], {})[names[rc]] = amount
+    return {
+        "allocations": [
+            {"resource_provider": {"uuid": uuid}, "resources": resources} for uuid, resources in by_provider.items()
+        ]
+    }
 
 
 def _render_summaries(answer: Answer, version: tuple[int, int]) -> dict[str, Any]:
@@ -105,20 +111,21 @@ def _render_summaries(answer: Answer, version: tuple[int, int]) -> dict[str, Any
     names = answer.class_names
     with_traits = version >= SUMMARY_TRAITS
     nested = version >= NESTED_SUMMARIES
+    inventories = answer.inventories
+    traits = answer.traits
+    no_traits: list[str] = []
     summaries: dict[str, Any] = {}
     for rp in answer.summarised:
         row = providers[rp]
         summary: dict[str, Any] = {
             "resources": {
-                names[rc]: {"capacity": capacity, "used": used}
-                for rc, capacity, used in answer.inventories.get(rp, ())
+                names[rc]: {"capacity": capacity, "used": used} for rc, capacity, used in inventories.get(rp, ())
             }
         }
         if with_traits:
-            summary["traits"] = answer.traits.get(rp, [])
+            summary["traits"] = traits.get(rp, no_traits)
         if nested:
-            parent = providers.get(row.parent_id) if row.parent_id is not None else None
-            summary["parent_provider_uuid"] = parent.uuid if parent is not None else None
+            summary["parent_provider_uuid"] = providers[row.parent_id].uuid if row.parent_id is not None else None
             summary["root_provider_uuid"] = providers[row.root_id].uuid
         summaries[row.uuid] = summary
     return summaries
