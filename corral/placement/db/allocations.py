@@ -38,7 +38,7 @@ def _resolve_classes(conn: Connection, requests: list[ConsumerAllocations], cach
     found = catalog.ids_by_name(conn, resource_classes, wanted, cached)
     missing = sorted(wanted - set(found))
     if missing:
-        raise errors.BadRequest(f"Unable to allocate inventory: Unknown resource class(es): {', '.join(missing)}")
+        raise rules.UnknownResourceClass(missing[0])
     return found
 
 

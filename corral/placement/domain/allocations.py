@@ -28,6 +28,14 @@ PROJECT_USER_REQUIRED = (1, 8)
 CONSUMER_TYPES = (1, 38)
 
 
+class UnknownResourceClass(errors.BadRequest):
+    """An allocation names a resource class that does not exist."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(f"No such resource class {name}.")
+        self.name = name
+
+
 @dataclass
 class ConsumerAllocations:
     consumer_uuid: str

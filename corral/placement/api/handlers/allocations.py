@@ -24,11 +24,20 @@ def _version(req: falcon.Request) -> tuple[int, int]:
     return (req.context.version.major, req.context.version.minor)
 
 
-def _check_consumer_uuid(value: str) -> None:
+def _canonical_consumer_uuid(value: str) -> str:
+    """The dashed lower-case form of a consumer uuid given in a path; 400 when it is none."""
+    try:
+        return str(uuidlib.UUID(value))
+    except ValueError:
+        raise errors.BadRequest(f"Malformed consumer_uuid: {value}") from None
+
+
+def _is_uuid(value: str) -> bool:
     try:
         uuidlib.UUID(value)
     except ValueError:
-        raise errors.BadRequest(f"Malformed consumer_uuid: {value}") from None
+        return False
+    return True
 
 
 def consumer_request(state: PlacementState, req: falcon.Request, consumer_uuid: str, body: dict) -> ConsumerAllocations:
@@ -42,17 +51,24 @@ def consumer_request(state: PlacementState, req: falcon.Request, consumer_uuid: 
     )
 
 
-def _write(state: PlacementState, requests: list[ConsumerAllocations]) -> None:
+def _write(state: PlacementState, requests: list[ConsumerAllocations], unknown_class_prefix: str) -> None:
     now = util.utcnow()
-    state.db.write(allocation_db.replace, requests, state.standard_classes, now)
+    try:
+        state.db.write(allocation_db.replace, requests, state.standard_classes, now)
+    except rules.UnknownResourceClass as problem:
+        raise errors.BadRequest(f"{unknown_class_prefix}{problem.message}") from None
 
 
 def show_allocations(state: PlacementState, req: falcon.Request, resp: falcon.Response, consumer_uuid: str) -> None:
     util.authorize(state, req, "placement:allocations:list")
-    _check_consumer_uuid(consumer_uuid)
-    with state.db.read() as conn:
-        found = allocation_db.for_consumer(conn, consumer_uuid)
-        consumer = consumers.get(conn, consumer_uuid) if found else None
+    # Like upstream, any consumer id is looked up as given: one that is not
+    # a uuid simply has no allocations.
+    found: dict[str, Any] = {}
+    consumer = None
+    if _is_uuid(consumer_uuid):
+        with state.db.read() as conn:
+            found = allocation_db.for_consumer(conn, consumer_uuid)
+            consumer = consumers.get(conn, consumer_uuid) if found else None
     body: dict[str, Any] = {"allocations": found}
     if found and req.context.at_least(*rules.DICT_ALLOCATIONS):
         conf = state.conf.placement
@@ -67,9 +83,10 @@ def show_allocations(state: PlacementState, req: falcon.Request, resp: falcon.Re
 
 def put_allocations(state: PlacementState, req: falcon.Request, resp: falcon.Response, consumer_uuid: str) -> None:
     util.authorize(state, req, "placement:allocations:update")
-    _check_consumer_uuid(consumer_uuid)
+    consumer_uuid = _canonical_consumer_uuid(consumer_uuid)
     body = util.json_body(state, req, state.schema("allocations.put"))
-    _write(state, [consumer_request(state, req, consumer_uuid, body)])
+    _write(state, [consumer_request(state, req, consumer_uuid, body)],
+           f"Unable to allocate inventory for consumer {consumer_uuid}: ")
     send_empty(resp)
 
 
@@ -78,16 +95,15 @@ def post_allocations(state: PlacementState, req: falcon.Request, resp: falcon.Re
     body = util.json_body(state, req, state.schema("allocations.post"))
     requests = []
     for consumer_uuid, section in body.items():
-        _check_consumer_uuid(consumer_uuid)
+        consumer_uuid = _canonical_consumer_uuid(consumer_uuid)
         requests.append(consumer_request(state, req, consumer_uuid, section))
-    _write(state, requests)
+    _write(state, requests, "Unable to allocate inventory ")
     send_empty(resp)
 
 
 def delete_allocations(state: PlacementState, req: falcon.Request, resp: falcon.Response, consumer_uuid: str) -> None:
     util.authorize(state, req, "placement:allocations:delete")
-    _check_consumer_uuid(consumer_uuid)
-    if not state.db.write(allocation_db.delete_for_consumer, consumer_uuid):
+    if not _is_uuid(consumer_uuid) or not state.db.write(allocation_db.delete_for_consumer, consumer_uuid):
         raise errors.NotFound(f"No allocations for consumer '{consumer_uuid}'")
     send_empty(resp)
 

@@ -1,0 +1,55 @@
+"""Allocations answer as upstream Placement does: consumer ids in paths, messages."""
+
+from __future__ import annotations
+
+import uuid
+
+
+def _provider_with_inventory(placement) -> str:
+    rp = placement.client("1.20").post("/resource_providers", json={"name": "rp"}).json()["uuid"]
+    placement.client("1.20").put(f"/resource_providers/{rp}/inventories", json={
+        "resource_provider_generation": 0, "inventories": {"VCPU": {"total": 8}, "DISK_GB": {"total": 100}}})
+    return rp
+
+
+def _detail(response) -> str:
+    return response.json()["errors"][0]["detail"]
+
+
+def test_dashless_consumer_uuid_is_the_same_consumer(placement) -> None:
+    rp = _provider_with_inventory(placement)
+    client = placement.client("1.28")
+    consumer = str(uuid.uuid4())
+    body = {"allocations": {rp: {"resources": {"VCPU": 1}}}, "project_id": "p", "user_id": "u",
+            "consumer_generation": None}
+    assert client.put(f"/allocations/{consumer}", json=body).status_code == 204
+    body["consumer_generation"] = 1
+    body["allocations"][rp]["resources"]["VCPU"] = 2
+    again = client.put(f"/allocations/{consumer.replace('-', '')}", json=body)
+    assert again.status_code == 204, again.text
+    shown = client.get(f"/allocations/{consumer}").json()
+    assert shown["allocations"][rp]["resources"] == {"VCPU": 2} and shown["consumer_generation"] == 2
+
+
+def test_consumer_ids_that_are_not_uuids(placement) -> None:
+    client = placement.client("1.28")
+    assert client.get("/allocations/not-a-uuid").json() == {"allocations": {}}
+    deleted = client.delete("/allocations/not-a-uuid")
+    assert deleted.status_code == 404 and "No allocations for consumer 'not-a-uuid'" in _detail(deleted)
+    put = client.put("/allocations/not-a-uuid", json={"allocations": {}, "project_id": "p", "user_id": "u",
+                                                      "consumer_generation": None})
+    assert put.status_code == 400 and "Malformed consumer_uuid: not-a-uuid" in _detail(put)
+
+
+def test_unknown_resource_class_messages(placement) -> None:
+    rp = _provider_with_inventory(placement)
+    consumer = str(uuid.uuid4())
+    put = placement.client("1.0").put(f"/allocations/{consumer}", json={
+        "allocations": [{"resource_provider": {"uuid": rp}, "resources": {"COWS": 12}}]})
+    assert put.status_code == 400
+    assert f"Unable to allocate inventory for consumer {consumer}" in _detail(put)
+    assert "No such resource class COWS" in _detail(put)
+    post = placement.client("1.13").post("/allocations", json={
+        consumer: {"allocations": {rp: {"resources": {"CUSTOM_PONY": 1}}}, "project_id": "p", "user_id": "u"}})
+    assert post.status_code == 400 and "No such resource class CUSTOM_PONY" in _detail(post)
+    assert placement.client("1.28").get(f"/allocations/{consumer}").json() == {"allocations": {}}
