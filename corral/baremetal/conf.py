@@ -67,6 +67,12 @@ CONDUCTOR_OPTS = [
         min=0,
         help="Seconds a node may stay in 'clean wait' before cleaning fails (0: no limit).",
     ),
+    cfg.FloatOpt(
+        "check_allocations_interval",
+        default=60,
+        help="Seconds between checks for allocations left in progress by conductors that stopped; they are "
+        "taken over and finished (0 disables: such allocations then stay 'allocating').",
+    ),
     cfg.StrOpt("conductor_group", default="", help="Group of this conductor (nodes with the same group)."),
     cfg.IntOpt(
         "node_locked_retry_attempts",

@@ -67,6 +67,7 @@ VERSIONS = (
     "1.49",  # conductor on nodes; /v1/conductors
     "1.50",  # owner on nodes and its filter
     "1.51",  # description on nodes; ?description_contains=
+    "1.52",  # allocations: /v1/allocations, /v1/nodes/{node}/allocation, allocation_uuid on nodes
 )
 
 

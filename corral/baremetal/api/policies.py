@@ -34,4 +34,9 @@ def rules() -> list[policy.RuleDefault]:
         _rule("baremetal:node:bios:get", OWNER_OR_LESSEE, "Show a node's BIOS settings."),
         _rule("baremetal:driver:get", ADMIN, "List and show drivers."),
         _rule("baremetal:conductor:get", ADMIN, "List and show conductors."),
+        _rule("baremetal:allocation:create", "role:admin or role:member", "Create an allocation."),
+        _rule("baremetal:allocation:list", "role:admin or role:reader or role:member", "List allocations."),
+        _rule("baremetal:allocation:get", "role:admin or project_id:%(allocation.owner)s", "Show an allocation."),
+        _rule("baremetal:allocation:delete", "role:admin or project_id:%(allocation.owner)s",
+              "Delete an allocation."),
     ]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from corral.baremetal.api.handlers import drivers, management, node_states, nodes, root, traits
+from corral.baremetal.api.handlers import allocations, drivers, management, node_states, nodes, root, traits
 from corral.core.http import Route
 
 ROUTES: list[Route] = [
@@ -12,4 +12,5 @@ ROUTES: list[Route] = [
     *traits.ROUTES,
     *management.ROUTES,
     *drivers.ROUTES,
+    *allocations.ROUTES,
 ]

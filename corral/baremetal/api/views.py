@@ -126,7 +126,9 @@ def _value(req: falcon.Request, node: Mapping[str, Any], field: str, traits: Seq
         return list(traits)
     if field == "conductor":
         return conductor
-    if field in ("allocation_uuid", "chassis_uuid"):
+    if field == "allocation_uuid":
+        return node.get("allocation_uuid")
+    if field == "chassis_uuid":
         return None
     if field == "provision_state":
         return shown_provision_state(req, node["provision_state"])

@@ -17,7 +17,7 @@ from typing import Any
 from oslo_config import cfg
 
 from corral.baremetal import conf as baremetal_conf
-from corral.baremetal.conductor import cleaning, locks, power, provisioning
+from corral.baremetal.conductor import allocations, cleaning, locks, power, provisioning
 from corral.baremetal.conductor.hash_ring import HashRing
 from corral.baremetal.conductor.task import Task, invalid_action
 from corral.baremetal.db import conductors as conductor_db
@@ -51,7 +51,7 @@ RPC_METHODS = frozenset(
         "set_target_raid_config",
         "ping",
     }
-)
+) | allocations.RPC_METHODS
 
 
 class NoFreeConductorWorker(ServiceUnavailable):
@@ -68,7 +68,7 @@ class StepsPending(ApiError):
         super().__init__(message, retry_after=retry_after)
 
 
-class Conductor:
+class Conductor(allocations.AllocationWork):
     def __init__(self, conf: cfg.ConfigOpts, db: Database | None = None) -> None:
         self.conf = conf
         self.host: str = conf.host
@@ -206,6 +206,7 @@ class Conductor:
                 requested = {key: merged.get(key) for key in rules.DRIVER_FIELDS if key != "driver"}
                 values = {**values, **self.drivers.resolve_interfaces(merged["driver"], requested)}
             try:
+                allocations.release_for_update(self, task.node, values)
                 task.update(**values)
             except Exception as error:
                 if is_duplicate(error):
@@ -214,8 +215,8 @@ class Conductor:
 
     def destroy_node(self, node_id: int) -> None:
         with self._locked(node_id) as task:
-            rules.check_delete(task.node)
-            self.db.write(lambda conn: node_db.delete(conn, node_id))
+            rules.check_delete(allocations.deletable_node(task.node))
+            self.db.write(lambda conn: allocations.delete_node(conn, node_id))
 
     def change_power_state(self, node_id: int, target: str, timeout: int | None = None) -> None:
         power.check_target(target)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from corral.baremetal.conductor import cleaning
+from corral.baremetal.conductor import allocations, cleaning
 from corral.baremetal.db.nodes import utcnow
 from corral.baremetal.domain import states
 
@@ -62,6 +62,7 @@ def tear_down(task: Any) -> None:
     info = task.internal_info
     info.pop("fake_boot_device", None)
     task.update(instance_info={}, instance_uuid=None, driver_internal_info=info)
+    allocations.release_on_tear_down(task)
     task.process_event("clean")
     cleaning.start_automated(task)
 

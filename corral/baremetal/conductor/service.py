@@ -38,6 +38,8 @@ class ConductorService:
                              name="sync_power_states"),
                 PeriodicTask(self.conductor.recover_orphans, group.check_provision_state_interval,
                              name="recover_orphans"),
+                PeriodicTask(self.conductor.check_orphan_allocations, group.check_allocations_interval,
+                             name="check_orphan_allocations"),
             ],
             name=f"conductor-{conf.host}",
         )
@@ -51,6 +53,7 @@ class ConductorService:
             self._rpc.start()
         self.conductor.register()
         self.conductor.recover_after_restart()
+        self.conductor.resume_allocations()
         LOCAL.add(self.conductor)
         self._periodic.start()
         LOG.info("conductor %s started (RPC: %s)", self.host, self.conductor.rpc_address or "in-process")

@@ -99,7 +99,7 @@ def traits_of(conn: Connection, allocation_ids: Sequence[int]) -> dict[int, list
 def insert(conn: Connection, values: Mapping[str, Any], traits: Sequence[str]) -> int:
     now = utcnow()
     # INSERT INTO allocations (...) VALUES (...)
-    result = conn.execute(allocations.insert().values(**encode(values), created_at=now))
+    result = conn.execute(allocations.insert().values({"created_at": now, **encode(values)}))
     allocation_id = int(result.inserted_primary_key[0])
     rows = [
         {"allocation_id": allocation_id, "trait": trait, "position": position, "created_at": now}
@@ -311,6 +311,7 @@ def candidate_node(conn: Connection, node_id: int) -> dict[str, Any] | None:
     if row is None:
         return None
     node = dict(row._mapping)
+    node["instance_info"] = orjson.loads(node["instance_info"]) if node["instance_info"] else {}
     node["traits"] = node_traits_of(conn, [node_id])[node_id]
     return node
 

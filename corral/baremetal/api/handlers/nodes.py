@@ -12,6 +12,7 @@ from oslo_utils import strutils, uuidutils
 
 from corral.baremetal.api import common, schemas, views
 from corral.baremetal.api.state import BaremetalState
+from corral.baremetal.db import allocations as allocation_db
 from corral.baremetal.db import nodes as node_db
 from corral.baremetal.domain import states
 from corral.baremetal.drivers.base import INTERFACE_TYPES
@@ -108,6 +109,9 @@ def _duplicate(state: BaremetalState, values: dict[str, Any]) -> Conflict:
 def _full(state: BaremetalState, req: falcon.Request, node: dict[str, Any],
           fields: list[str] | None = None) -> dict[str, Any]:
     traits = common.traits_of(state, [node["id"]])[node["id"]]
+    with state.db.read() as conn:
+        node = {**node, "allocation_uuid": allocation_db.uuids_by_id(conn, [node["allocation_id"]]).get(
+            node["allocation_id"])}
     return views.node_body(req, node, traits=traits, conductor=state.rpc.owner(node), fields=fields)
 
 
@@ -213,8 +217,10 @@ def _list(state: BaremetalState, req: falcon.Request, resp: falcon.Response, *, 
             batch_marker = batch[-1]
         found = found[:limit]
         traits = node_db.traits_of(conn, [node["id"] for node in found])
+        allocation_uuids = allocation_db.uuids_by_id(conn, [node["allocation_id"] for node in found])
     items = []
     for node in found:
+        node["allocation_uuid"] = allocation_uuids.get(node["allocation_id"])
         owner = state.rpc.owner(node, live)
         if detail:
             items.append(views.node_body(req, node, traits=traits[node["id"]], conductor=owner))
