@@ -315,3 +315,89 @@ def test_projects_see_only_their_allocations(baremetal) -> None:
     assert {item["name"] for item in admin.get("/v1/allocations").json()["allocations"]} == {"admins", "mine"}
     assert project.delete("/v1/allocations/admins").status_code == 404
     assert project.delete(f"/v1/allocations/{mine['uuid']}").status_code == 204
+
+
+# ------------------------------------------------------- node rules
+
+
+def _allocated(baremetal, client, name: str = "n1") -> dict:
+    available_node(baremetal, client, name)
+    created = allocate(client, name=f"a-{name}")
+    done = settled(client, created["uuid"])
+    assert done["state"] == "active"
+    return done
+
+
+def _deploy(client, name: str) -> dict:
+    from tests.baremetal.support import wait_for_state
+
+    response = client.put(f"/v1/nodes/{name}/states/provision", json={"target": "active"})
+    assert response.status_code == 202, response.text
+    return wait_for_state(client, name, "active")
+
+
+def test_patch_removing_instance_uuid_deletes_the_allocation(baremetal) -> None:
+    client = baremetal.client()
+    allocation = _allocated(baremetal, client)
+    other = str(uuid.uuid4())
+    response = client.patch("/v1/nodes/n1", json=[{"op": "replace", "path": "/instance_uuid", "value": other}])
+    assert response.status_code == 409
+    assert faultstring(response) == (f"Node {allocation['node_uuid']} is associated with instance "
+                                     f"{allocation['uuid']}.")
+    same = [{"op": "replace", "path": "/instance_uuid", "value": allocation["uuid"]}]
+    assert client.patch("/v1/nodes/n1", json=same).status_code == 200
+    response = client.patch("/v1/nodes/n1", json=[{"op": "replace", "path": "/allocation_uuid", "value": other}])
+    assert response.status_code == 400
+    response = client.patch("/v1/nodes/n1", json=[{"op": "remove", "path": "/instance_uuid"}])
+    assert response.status_code == 200
+    assert response.json()["instance_uuid"] is None
+    assert response.json()["allocation_uuid"] is None
+    assert client.get(f"/v1/allocations/{allocation['uuid']}").status_code == 404
+
+
+def test_active_node_keeps_its_allocation_until_maintenance_or_tear_down(baremetal) -> None:
+    client = baremetal.client()
+    allocation = _allocated(baremetal, client)
+    deployed = _deploy(client, "n1")
+    assert deployed["allocation_uuid"] == allocation["uuid"]
+    assert deployed["instance_uuid"] == allocation["uuid"]
+    assert client.get(f"/v1/allocations/{allocation['uuid']}").json()["state"] == "active"
+    response = client.delete(f"/v1/allocations/{allocation['uuid']}")
+    assert response.status_code == 409
+    assert faultstring(response) == (f"Cannot remove allocation {allocation['uuid']} for node "
+                                     f"{allocation['node_uuid']}, because the node is active (and maintenance "
+                                     "mode is off)")
+    response = client.patch("/v1/nodes/n1", json=[{"op": "remove", "path": "/instance_uuid"}])
+    assert response.status_code == 409
+    assert client.delete("/v1/nodes/n1").status_code == 409
+    assert client.get("/v1/nodes/n1").json()["allocation_uuid"] == allocation["uuid"]
+    # Tear-down ends the allocation.
+    from tests.baremetal.support import wait_for_state
+
+    assert client.put("/v1/nodes/n1/states/provision", json={"target": "deleted"}).status_code == 202
+    node = wait_for_state(client, "n1", "available")
+    assert node["instance_uuid"] is None and node["allocation_uuid"] is None
+    assert client.get(f"/v1/allocations/{allocation['uuid']}").status_code == 404
+
+
+def test_maintenance_allows_removing_the_allocation_of_an_active_node(baremetal) -> None:
+    client = baremetal.client()
+    allocation = _allocated(baremetal, client)
+    _deploy(client, "n1")
+    assert client.put("/v1/nodes/n1/maintenance", json={"reason": "x"}).status_code == 202
+    assert client.delete(f"/v1/allocations/{allocation['uuid']}").status_code == 204
+    node = client.get("/v1/nodes/n1").json()
+    assert node["provision_state"] == "active"
+    assert node["instance_uuid"] is None and node["allocation_uuid"] is None
+
+
+def test_deleting_a_node_in_maintenance_deletes_its_allocation(baremetal) -> None:
+    client = baremetal.client()
+    allocation = _allocated(baremetal, client)
+    response = client.delete("/v1/nodes/n1")
+    assert response.status_code == 409
+    assert client.get(f"/v1/allocations/{allocation['uuid']}").status_code == 200
+    assert client.put("/v1/nodes/n1/maintenance", json={}).status_code == 202
+    assert client.delete("/v1/nodes/n1").status_code == 204
+    assert client.get(f"/v1/allocations/{allocation['uuid']}").status_code == 404
+    assert client.get("/v1/nodes/n1").status_code == 404
