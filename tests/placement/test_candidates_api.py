@@ -149,3 +149,17 @@ def test_seed_tree_over_http(placement) -> None:
     assert cloud.uuid("cn1") in body["provider_summaries"]
     numbered = get(placement, f"resources1=MEMORY_MB:1&member_of1=!{agg_b}", "1.32").json()
     assert [list(a["allocations"]) for a in numbered["allocation_requests"]] == [[cloud.uuid("cn1")]]
+
+
+def test_collection_pause_nests_and_resumes() -> None:
+    import gc
+
+    from corral.placement.api.handlers.allocation_candidates import gc_paused
+
+    assert gc.isenabled()
+    with gc_paused():
+        assert not gc.isenabled()
+        with gc_paused():
+            assert not gc.isenabled()
+        assert not gc.isenabled()
+    assert gc.isenabled()

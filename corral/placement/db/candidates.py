@@ -174,7 +174,7 @@ def resolve_request(
 # ------------------------------------------------------------------ facts
 
 
-def _usage(class_ids: Collection[int]) -> sa.Subquery:
+def _usage(class_ids: Collection[int]) -> sa.Select:
     # SELECT resource_provider_id, resource_class_id, SUM(used) AS used
     # FROM allocations WHERE resource_class_id IN (:class_ids)
     # GROUP BY resource_provider_id, resource_class_id
@@ -186,7 +186,6 @@ def _usage(class_ids: Collection[int]) -> sa.Subquery:
         )
         .where(allocations.c.resource_class_id.in_(sorted(class_ids)))
         .group_by(allocations.c.resource_provider_id, allocations.c.resource_class_id)
-        .subquery("usage")
     )
 
 
@@ -199,18 +198,14 @@ def inventories_of_classes(conn: Connection, groups: list[ResolvedGroup], facts:
     groups restricted to trees (``in_tree``) is read for those trees only.
 
     SELECT rp.id, rp.root_provider_id, inv.resource_class_id, inv.total, inv.reserved,
-           inv.min_unit, inv.max_unit, inv.step_size, inv.allocation_ratio,
-           COALESCE(usage.used, 0)
+           inv.min_unit, inv.max_unit, inv.step_size, inv.allocation_ratio
     FROM inventories AS inv
     JOIN resource_providers AS rp ON rp.id = inv.resource_provider_id
-    LEFT JOIN (SELECT resource_provider_id, resource_class_id, SUM(used) AS used
-               FROM allocations WHERE resource_class_id IN (:classes)
-               GROUP BY resource_provider_id, resource_class_id) AS usage
-      ON usage.resource_provider_id = inv.resource_provider_id
-     AND usage.resource_class_id = inv.resource_class_id
     WHERE inv.resource_class_id IN (:classes)
       [AND (inv.resource_class_id IN (:whole_cloud_classes)
             OR (inv.resource_class_id = :rc AND rp.root_provider_id IN (:tree_roots)) ...)]
+
+    and the usage of those classes (see :func:`_usage`), joined in Python.
     """
     trees_by_class: dict[int, set[int | None]] = {}
     for group in groups:
@@ -222,7 +217,6 @@ def inventories_of_classes(conn: Connection, groups: list[ResolvedGroup], facts:
         return set()
     whole = {rc for rc, trees in trees_by_class.items() if None in trees}
     class_ids = sorted(trees_by_class)
-    usage = _usage(class_ids)
     rp = resource_providers
     statement = (
         sa.select(
@@ -235,17 +229,8 @@ def inventories_of_classes(conn: Connection, groups: list[ResolvedGroup], facts:
             inventories.c.max_unit,
             inventories.c.step_size,
             inventories.c.allocation_ratio,
-            sa.func.coalesce(usage.c.used, 0),
         )
-        .select_from(
-            inventories.join(rp, rp.c.id == inventories.c.resource_provider_id).outerjoin(
-                usage,
-                sa.and_(
-                    usage.c.resource_provider_id == inventories.c.resource_provider_id,
-                    usage.c.resource_class_id == inventories.c.resource_class_id,
-                ),
-            )
-        )
+        .select_from(inventories.join(rp, rp.c.id == inventories.c.resource_provider_id))
         .where(inventories.c.resource_class_id.in_(class_ids))
     )
     if len(whole) < len(trees_by_class):
@@ -257,14 +242,15 @@ def inventories_of_classes(conn: Connection, groups: list[ResolvedGroup], facts:
                 roots = sorted(t for t in trees if t is not None)
                 branches.append(sa.and_(inventories.c.resource_class_id == rc, rp.c.root_provider_id.in_(roots)))
         statement = statement.where(sa.or_(*branches))
+    used_by = {(rp_id, rc): int(used) for rp_id, rc, used in conn.execute(_usage(class_ids))}
     inventory = facts.inventory
     root_of = facts.root_of
-    for rp_id, root_id, rc, total, reserved, min_unit, max_unit, step, ratio, used_now in conn.execute(statement):
+    for rp_id, root_id, rc, total, reserved, min_unit, max_unit, step, ratio in conn.execute(statement):
         root_of[rp_id] = root_id
         rows = inventory.get(rc)
         if rows is None:
             rows = inventory[rc] = {}
-        rows[rp_id] = ((total - reserved) * ratio, int(used_now), min_unit, max_unit, step)
+        rows[rp_id] = ((total - reserved) * ratio, used_by.get((rp_id, rc), 0), min_unit, max_unit, step)
     return whole
 
 

@@ -175,7 +175,7 @@ class GroupRequest(NamedTuple):
     """One way to satisfy one group."""
 
     anchor: int
-    # ((provider id, resource class id), amount), sorted
+    # ((provider id, resource class id), amount) in a canonical order
     allocations: tuple[tuple[tuple[int, int], int], ...]
     providers: frozenset[int]
 
@@ -184,7 +184,7 @@ class Candidate(NamedTuple):
     """One allocation request satisfying every group."""
 
     anchor: int
-    # ((provider id, resource class id), amount), sorted
+    # ((provider id, resource class id), amount) in a canonical order
     allocations: tuple[tuple[tuple[int, int], int], ...]
     # (suffix, providers) in request-group order
     mappings: tuple[tuple[str, frozenset[int]], ...]
@@ -295,7 +295,8 @@ def unnumbered_requests(group: ResolvedGroup, facts: Facts) -> list[GroupRequest
             providers = frozenset(combo)
             if check_traits and not _traits_ok(providers, group, traits_of):
                 continue
-            allocations = tuple(sorted(((rp, rc), amount) for rp, (rc, amount) in zip(combo, keys)))
+            # In resource-class order: the same combination always reads the same.
+            allocations = tuple([((rp, rc), amount) for rp, (rc, amount) in zip(combo, keys)])
             requests.append(GroupRequest(anchor, allocations, providers))
     return requests
 
