@@ -157,3 +157,23 @@ def test_nested_candidates_hidden_before_1_29(placement, tree) -> None:
     found = candidates(placement, tree, "resources=VCPU:1,SRIOV_NET_VF:1", "1.29")
     assert frozenset({"numa0", "pf0"}) in used_sets(found)
     assert frozenset({"numa0", "pf2"}) in used_sets(found)
+
+
+def test_sharing_provider_serves_every_anchor_with_granular_groups(placement) -> None:
+    """The unsuffixed group's disk from a sharing provider combines with a
+    granular group on each compute node of the aggregate, not just one."""
+    cloud = Cloud()
+    cloud.provider("ss")
+    cloud.inventory("ss", "DISK_GB", 1000)
+    cloud.trait("ss", "MISC_SHARES_VIA_AGGREGATE")
+    cloud.aggregate("ss", "storage")
+    for name in ("cn1", "cn2"):
+        cloud.provider(name)
+        cloud.inventory(name, "VCPU", 8)
+        cloud.aggregate(name, "storage")
+    cloud.write(placement.state.db)
+    found = candidates(placement, cloud, "resources=DISK_GB:10&resources_N=VCPU:1&group_policy=none")
+    assert used_sets(found) == {frozenset({"ss", "cn1"}), frozenset({"ss", "cn2"})}
+    assert candidates(placement, cloud, "resources=DISK_GB:10") == [
+        {"allocations": {"ss": {"DISK_GB": 10}}, "mappings": {"": ["ss"]}}
+    ]
