@@ -56,4 +56,7 @@ def make_app(conf: cfg.ConfigOpts, state: PlacementState | None = None) -> falco
         max_body_size=conf.api.max_request_body_size,
         on_version_error=_version_error,
     )
-    return build_app(service, ROUTES, state)
+    app = build_app(service, ROUTES, state)
+    # Bodiless answers (201 from POST before 1.20, PUT of a trait) carry no content type.
+    app.resp_options.default_media_type = None
+    return app

@@ -32,6 +32,26 @@ def json_body(state: PlacementState, req: falcon.Request, schema: VersionedSchem
     return body
 
 
+def provider_json_body(
+    state: PlacementState, req: falcon.Request, schema: VersionedSchema, provider_uuid: str
+) -> Any:
+    """Like :func:`json_body` for a provider's sub-resource: a missing provider is a 404 before a bad body's 400."""
+    try:
+        return json_body(state, req, schema)
+    except errors.BadRequest:
+        from corral.placement.db import providers
+
+        with state.db.read() as conn:
+            providers.get_or_404(conn, provider_uuid)
+        raise
+
+
+# Upstream's answer when a PUT of traits or aggregates names a stale generation.
+GENERATION_CHANGED = (
+    "Resource provider's generation already changed. Please update the generation and try again."
+)
+
+
 def query_params(req: falcon.Request) -> dict[str, list[str]]:
     """Every query parameter, each with all its values in order."""
     params: dict[str, list[str]] = {}
@@ -51,7 +71,8 @@ class QuerySchema:
     def validate(self, single: dict[str, Any]) -> None:
         problem: jsonschema.ValidationError | None = best_error(self._validator, single)
         if problem is not None:
-            raise errors.BadRequest(f"Invalid query string parameters: {problem.message}")
+            # Upstream's wording: the whole validation error, schema path included.
+            raise errors.BadRequest(f"Invalid query string parameters: {problem}")
 
 
 def single_values(params: dict[str, list[str]], repeatable: Iterable[str] = ()) -> dict[str, Any]:

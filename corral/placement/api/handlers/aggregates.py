@@ -7,7 +7,9 @@ from typing import Any
 import falcon
 from sqlalchemy.engine import Connection
 
+from corral.core import errors
 from corral.core.http import Endpoint, Route
+from corral.placement.api import errors as codes
 from corral.placement.api import util
 from corral.placement.api.state import PlacementState
 from corral.placement.db import aggregates, providers
@@ -33,7 +35,7 @@ def show_aggregates(state: PlacementState, req: falcon.Request, resp: falcon.Res
 
 def replace_aggregates(state: PlacementState, req: falcon.Request, resp: falcon.Response, uuid: str) -> None:
     util.authorize(state, req, "placement:resource_providers:aggregates:update")
-    body = util.json_body(state, req, state.schema("aggregates.put"))
+    body = util.provider_json_body(state, req, state.schema("aggregates.put"), uuid)
     with_generation = req.context.at_least(*WITH_GENERATION)
     wanted = body["aggregates"] if with_generation else body
     now = util.utcnow()
@@ -42,12 +44,15 @@ def replace_aggregates(state: PlacementState, req: falcon.Request, resp: falcon.
         provider = providers.get_or_404(conn, uuid)
         generation = provider.generation
         if with_generation:
+            if body["resource_provider_generation"] != provider.generation:
+                raise errors.Conflict(util.GENERATION_CHANGED, code=codes.CONCURRENT_UPDATE)
             generation = providers.bump_generation(conn, provider.id, body["resource_provider_generation"], now)
         aggregates.replace(conn, provider.id, wanted, now)
-        return aggregates.for_provider(conn, provider.id), generation
+        return generation
 
-    found, generation = state.db.write(work)
-    util.send_cacheable(req, resp, _body(req, found, generation), now)
+    generation = state.db.write(work)
+    # Upstream echoes the aggregates in the order they were sent.
+    util.send_cacheable(req, resp, _body(req, list(wanted), generation), now)
 
 
 ROUTES = [

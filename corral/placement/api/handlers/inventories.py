@@ -60,11 +60,12 @@ def _replace(
     action: str = "update",
 ) -> int:
     """Validate and store ``new`` as the provider's whole inventory; the new generation."""
+    # Upstream's order: a stale generation, then capacity, then unknown classes.
+    now = util.utcnow()
+    new_generation = providers.bump_generation(conn, provider.id, generation, now)
     for name, inventory in new.items():
         rules.check_capacity(provider.uuid, name, inventory, _version(req), action)
     class_ids = _class_ids(state, conn, provider, list(new))
-    now = util.utcnow()
-    new_generation = providers.bump_generation(conn, provider.id, generation, now)
     rules.check_in_use(
         provider.uuid,
         inventories.usage(conn, provider.id),
@@ -85,7 +86,7 @@ def list_inventories(state: PlacementState, req: falcon.Request, resp: falcon.Re
 
 def replace_inventories(state: PlacementState, req: falcon.Request, resp: falcon.Response, uuid: str) -> None:
     util.authorize(state, req, "placement:resource_providers:inventories:update")
-    body = util.json_body(state, req, state.schema("inventories.put_all"))
+    body = util.provider_json_body(state, req, state.schema("inventories.put_all"), uuid)
     new = {name: rules.from_request(data) for name, data in body["inventories"].items()}
 
     def work(conn: Connection) -> int:
@@ -98,7 +99,7 @@ def replace_inventories(state: PlacementState, req: falcon.Request, resp: falcon
 
 def create_inventory(state: PlacementState, req: falcon.Request, resp: falcon.Response, uuid: str) -> None:
     util.authorize(state, req, "placement:resource_providers:inventories:create")
-    body = util.json_body(state, req, state.schema("inventories.post"))
+    body = util.provider_json_body(state, req, state.schema("inventories.post"), uuid)
     name = body["resource_class"]
     added = rules.from_request(body)
 
@@ -138,7 +139,7 @@ def update_inventory(
     state: PlacementState, req: falcon.Request, resp: falcon.Response, uuid: str, resource_class: str
 ) -> None:
     util.authorize(state, req, "placement:resource_providers:inventories:update")
-    body = util.json_body(state, req, state.schema("inventories.put_one"))
+    body = util.provider_json_body(state, req, state.schema("inventories.put_one"), uuid)
     changed = rules.from_request(body)
 
     def work(conn: Connection) -> int:

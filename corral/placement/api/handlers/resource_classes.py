@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import re
-
 import falcon
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
@@ -17,7 +15,6 @@ from corral.placement.db.tables import inventories, resource_classes
 
 INTRODUCED = (1, 2)
 PUT_CREATES = (1, 7)
-_CUSTOM = re.compile(r"^CUSTOM_[A-Z0-9_]+$")
 
 
 def _body(req: falcon.Request, name: str) -> dict:
@@ -28,11 +25,9 @@ def _not_found(name: str) -> errors.NotFound:
     return errors.NotFound(f"No such resource class {name}.")
 
 
-def _check_custom_name(name: str) -> None:
-    if len(name) > 255 or not _CUSTOM.match(name):
-        raise errors.BadRequest(
-            f"JSON does not validate: '{name}' does not match '^CUSTOM_[A-Z0-9_]+$'"
-        )
+def _check_custom_name(state: PlacementState, req: falcon.Request, name: str) -> None:
+    # Upstream checks the name from the path with the rename schema.
+    state.schema("resource_classes.put").validate({"name": name}, req.context.version)
 
 
 def list_classes(state: PlacementState, req: falcon.Request, resp: falcon.Response) -> None:
@@ -88,10 +83,10 @@ def rename_class(state: PlacementState, req: falcon.Request, resp: falcon.Respon
 def ensure_class(state: PlacementState, req: falcon.Request, resp: falcon.Response, name: str) -> None:
     """From 1.7, PUT without a body creates a custom class (201) or confirms it (204)."""
     util.authorize(state, req, "placement:resource_classes:update")
-    _check_custom_name(name)
+    _check_custom_name(state, req, name)
     created = state.db.write(catalog.insert, resource_classes, name, util.utcnow())
-    if created:
-        util.set_location(req, resp, f"/resource_classes/{name}")
+    # Upstream sends the Location whether or not the class was new.
+    util.set_location(req, resp, f"/resource_classes/{name}")
     send_empty(resp, 201 if created else 204)
 
 
@@ -103,12 +98,14 @@ def delete_class(state: PlacementState, req: falcon.Request, resp: falcon.Respon
         if ident is None:
             raise _not_found(name)
         if name in state.standard_classes:
-            raise errors.BadRequest(f"Cannot delete standard resource class {name}")
+            raise errors.BadRequest(f"Error in delete resource class: Cannot delete standard resource class {name}.")
         # SELECT 1 FROM inventories WHERE resource_class_id = :id LIMIT 1
         if conn.execute(
             sa.select(inventories.c.id).where(inventories.c.resource_class_id == ident).limit(1)
         ).first():
-            raise errors.Conflict(f"Unable to delete resource class {name}. The resource class is in use in inventory.")
+            raise errors.Conflict(
+                f"Error in delete resource class: Cannot delete resource class {name}. Class is in use in inventory."
+            )
         # DELETE FROM resource_classes WHERE id = :id
         conn.execute(resource_classes.delete().where(resource_classes.c.id == ident))
 

@@ -101,7 +101,6 @@ def create_provider(state: PlacementState, req: falcon.Request, resp: falcon.Res
         util.send_cacheable(req, resp, provider_body(req, created), created.modified)
     else:
         send_empty(resp, 201)
-        resp.content_type = None  # type: ignore[assignment]  # no body, no content type
 
 
 def show_provider(state: PlacementState, req: falcon.Request, resp: falcon.Response, uuid: str) -> None:
@@ -121,7 +120,7 @@ def _check_parent_change(req: falcon.Request, provider: Provider, parent: Provid
 
 def update_provider(state: PlacementState, req: falcon.Request, resp: falcon.Response, uuid: str) -> None:
     util.authorize(state, req, "placement:resource_providers:update")
-    body = util.json_body(state, req, state.schema("resource_providers.put"))
+    body = util.provider_json_body(state, req, state.schema("resource_providers.put"), uuid)
     now = util.utcnow()
 
     def work(conn: Connection) -> Provider:

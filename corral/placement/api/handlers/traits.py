@@ -10,6 +10,7 @@ from sqlalchemy.engine import Connection
 
 from corral.core import errors
 from corral.core.http import Endpoint, Route, send_empty
+from corral.placement.api import errors as codes
 from corral.placement.api import util
 from corral.placement.api.state import PlacementState
 from corral.placement.db import catalog, provider_traits, providers
@@ -33,8 +34,7 @@ def _parse_name_filter(value: str | None) -> tuple[list[str] | None, str | None]
         return None, value[len("startswith:"):]
     raise errors.BadRequest(
         "Badly formatted name parameter. Expected name query string parameter in form: "
-        "?name=startswith:[name_prefix] or ?name=in:[name1,name2,...nameN]. "
-        f"Got: \"{value}\""
+        f"?name=[in|startswith]:[name1,name2|prefix]. Got: \"{value}\""
     )
 
 
@@ -42,7 +42,7 @@ def _parse_associated(value: str | None) -> bool | None:
     if value is None:
         return None
     if value.lower() not in ("true", "false"):
-        raise errors.BadRequest("The query parameter 'associated' only accepts 'true' or 'false'")
+        raise errors.BadRequest('The query parameter "associated" only accepts "true" or "false"')
     return value.lower() == "true"
 
 
@@ -79,8 +79,8 @@ def put_trait(state: PlacementState, req: falcon.Request, resp: falcon.Response,
             'prefix "CUSTOM_" and use following characters: "A"-"Z", "0"-"9" and "_"'
         )
     created = state.db.write(catalog.insert, traits, name, util.utcnow())
-    if created:
-        util.set_location(req, resp, f"/traits/{name}")
+    # Upstream sends the Location whether or not the trait was new.
+    util.set_location(req, resp, f"/traits/{name}")
     if req.context.at_least(*util.LAST_MODIFIED):
         resp.set_header("last-modified", util.http_date(None))
         resp.set_header("cache-control", "no-cache")
@@ -125,10 +125,12 @@ def replace_provider_traits(state: PlacementState, req: falcon.Request, resp: fa
 
     def work(conn: Connection) -> tuple[list[str], int]:
         provider = providers.get_or_404(conn, uuid)
+        if body["resource_provider_generation"] != provider.generation:
+            raise errors.Conflict(util.GENERATION_CHANGED, code=codes.CONCURRENT_UPDATE)
         found = catalog.ids_by_name(conn, traits, wanted, state.standard_traits)
         missing = sorted(set(wanted) - set(found))
         if missing:
-            raise errors.BadRequest(f"No such trait(s): {', '.join(missing)}")
+            raise errors.BadRequest(f"No such trait {', '.join(missing)}")
         generation = providers.bump_generation(conn, provider.id, body["resource_provider_generation"], now)
         provider_traits.replace(conn, provider.id, list(found.values()), now)
         return provider_traits.trait_names(conn, provider.id), generation
