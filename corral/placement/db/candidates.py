@@ -394,6 +394,11 @@ def providers_of_trees(conn: Connection, roots: Collection[int], providers: Coll
     return found
 
 
+def _other_classes(exclude: Collection[int]) -> sa.Select:
+    # SELECT id FROM resource_classes WHERE id NOT IN (:exclude)
+    return sa.select(resource_classes.c.id).where(resource_classes.c.id.not_in(sorted(exclude)))
+
+
 def summary_inventories(
     conn: Connection,
     provider_ids: Collection[int],
@@ -413,7 +418,11 @@ def summary_inventories(
       ON usage.resource_provider_id = inv.resource_provider_id
      AND usage.resource_class_id = inv.resource_class_id
     WHERE inv.resource_provider_id IN (:providers)
-      [AND inv.resource_class_id IN (:only)] [AND inv.resource_class_id NOT IN (:exclude)]
+      [AND inv.resource_class_id IN (:only)]
+      [AND inv.resource_class_id IN (SELECT id FROM resource_classes WHERE id NOT IN (:exclude))]
+
+    (Excluded classes are turned into the list of the other ones so that
+    the resource-class indexes serve the query.)
     """
     if not provider_ids or (only is not None and not only):
         return {}
@@ -428,7 +437,7 @@ def summary_inventories(
     if only is not None:
         usage_query = usage_query.where(allocations.c.resource_class_id.in_(sorted(only)))
     if exclude:
-        usage_query = usage_query.where(allocations.c.resource_class_id.not_in(sorted(exclude)))
+        usage_query = usage_query.where(allocations.c.resource_class_id.in_(_other_classes(exclude)))
     usage = usage_query.group_by(allocations.c.resource_provider_id, allocations.c.resource_class_id).subquery("usage")
     inv = inventories
     statement = sa.select(
@@ -453,7 +462,7 @@ def summary_inventories(
     if only is not None:
         statement = statement.where(inv.c.resource_class_id.in_(sorted(only)))
     if exclude:
-        statement = statement.where(inv.c.resource_class_id.not_in(sorted(exclude)))
+        statement = statement.where(inv.c.resource_class_id.in_(_other_classes(exclude)))
     wanted = provider_ids if isinstance(provider_ids, (set, frozenset, dict)) else set(provider_ids)
     found: dict[int, list[tuple[int, int, int]]] = {}
     for rp_id, rc, total, reserved, ratio, used in conn.execute(statement):
