@@ -405,10 +405,14 @@ def main() -> None:
     parser.add_argument("--budget", type=float, default=60.0, help="seconds per shape before stopping early")
     parser.add_argument("--json", help="write the raw results here")
     parser.add_argument("--keep", action="store_true", help="keep the temporary directories")
+    parser.add_argument("--previous", help="results of an earlier run (--json) to include in the table")
     args = parser.parse_args()
     sizes = args.n or [1000]
     systems = ([] if args.skip_corral else ["corral"]) + (["upstream"] if args.upstream else [])
     results: dict[str, dict[int, dict]] = {}
+    if args.previous:
+        for system, by_n in json.loads(Path(args.previous).read_text()).items():
+            results[system] = {int(n): found for n, found in by_n.items()}
     for n in sizes:
         for system in systems:
             results.setdefault(system, {})[n] = run(system, n, args)
