@@ -44,7 +44,7 @@ class BaremetalServer:
         migrations.upgrade(engine, TREE)
         engine.dispose()
         self.state = build_state(self.conf)
-        self.conductor_service = ConductorService(self.conf, rpc_server=False).start()
+        self.conductor_service = ConductorService(self.conf, rpc_server=False, db=self.state.db).start()
         self.conductor = self.conductor_service.conductor
         self.app = make_app(self.conf, self.state)
         self.server = ThreadedServer(self.app).start()

@@ -36,11 +36,21 @@ def wait_for(check: Any, *, timeout: float = 20.0, interval: float = 0.05) -> An
         time.sleep(interval)
 
 
-def wait_for_state(client: Any, ident: str, provision_state: str, *, timeout: float = 20.0) -> dict[str, Any]:
-    """Wait until the node reaches ``provision_state``; return the node."""
+def wait_for_state(client: Any, ident: str, provision_state: str, *, timeout: float = 20.0,
+                   changed_since: str | None = None) -> dict[str, Any]:
+    """Wait until the node reaches ``provision_state``; return the node.
+
+    With ``changed_since`` (a ``provision_updated_at`` value read before the
+    request), the node must also have moved since then: for work that
+    starts and ends in the same state.
+    """
 
     def check() -> dict[str, Any] | None:
         node = client.get(f"/v1/nodes/{ident}").json()
-        return node if node["provision_state"] == provision_state else None
+        if changed_since is not None and node["provision_updated_at"] == changed_since:
+            return None
+        # Stable once the worker also gave the node's lock back.
+        reached = node["provision_state"] == provision_state and node["reservation"] is None
+        return node if reached else None
 
     return wait_for(check, timeout=timeout)

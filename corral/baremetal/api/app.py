@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
+from typing import Any
+
 import falcon
 from oslo_config import cfg
 
@@ -84,7 +87,26 @@ def build_state(conf: cfg.ConfigOpts) -> BaremetalState:
     )
 
 
-def make_app(conf: cfg.ConfigOpts, state: BaremetalState | None = None) -> falcon.App:
+class _UntypedAccepted:
+    """Drops the content type from empty 202 answers, as upstream sends them.
+
+    Falcon always adds its default media type; python-ironicclient then
+    tries to decode the empty body as JSON and logs an error.
+    """
+
+    def __init__(self, app: falcon.App) -> None:
+        self.app = app
+
+    def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
+        def start(status: str, headers: list[tuple[str, str]], exc_info: Any = None) -> Any:
+            if status.startswith("202") and ("content-length", "0") in [(k.lower(), v) for k, v in headers]:
+                headers = [(name, value) for name, value in headers if name.lower() != "content-type"]
+            return start_response(status, headers, exc_info)
+
+        return self.app(environ, start)
+
+
+def make_app(conf: cfg.ConfigOpts, state: BaremetalState | None = None) -> _UntypedAccepted:
     if state is None:
         state = build_state(conf)
     service = HttpService(
@@ -100,4 +122,4 @@ def make_app(conf: cfg.ConfigOpts, state: BaremetalState | None = None) -> falco
     )
     app = build_app(service, ROUTES, state)
     app.add_middleware(_ConfMiddleware(conf))
-    return app
+    return _UntypedAccepted(app)

@@ -69,7 +69,8 @@ def accepted(resp: falcon.Response, location: str) -> None:
     resp.status = 202
     resp.data = b""
     resp.set_header("Location", location)
-    resp.content_type = falcon.MEDIA_JSON
+    # Upstream's 202 carries no body and no content type (clients decode JSON otherwise).
+    resp.content_type = None  # type: ignore[assignment]
 
 
 def not_found_unless(condition: bool, message: str) -> None:
