@@ -31,6 +31,7 @@ from corral.placement.domain.candidates import (
     Candidate,
     CandidateRequest,
     Facts,
+    GroupRequest,
     Merge,
     RequestGroup,
     ResolvedGroup,
@@ -567,32 +568,36 @@ def find_candidates(
     if any(group.impossible for group in groups):
         return empty
     facts = gather_facts(conn, request, groups, names)
-    per_group = {}
-    for group in groups:
-        found = group_requests(group, facts)
-        if not found:
+    per_group: dict[str, Iterable[GroupRequest]] = {}
+    parent_of: dict[int, int | None] = {}
+    if len(groups) == 1:
+        # Consumed lazily by the merge: a limit ends the search early.
+        per_group[groups[0].suffix] = group_requests(groups[0], facts)
+    else:
+        for group in groups:
+            found = list(group_requests(group, facts))
+            if not found:
+                return empty
+            per_group[group.suffix] = found
+        # Only anchors every group can reach matter from here on.
+        anchors = set.intersection(*({r.anchor for r in found} for found in per_group.values()))
+        if not anchors:
             return empty
-        per_group[group.suffix] = found
-    # Only anchors every group can reach matter from here on.
-    anchors = set.intersection(*({r[0] for r in found} for found in per_group.values()))
-    if not anchors:
-        return empty
-    roots = set(anchors)
-    for found in per_group.values():
-        for anchor, _resources, members in found:
-            if anchor in anchors:
-                roots.update(facts.root_of[rp] for rp in members)
-    providers = providers_of_trees(conn, roots)
+        if request.same_subtrees:
+            roots = {facts.root_of[rp] for found in per_group.values() for r in found if r.anchor in anchors for rp in r.providers}
+            parent_of = {rp: row.parent_id for rp, row in providers_of_trees(conn, roots).items()}
     merge = Merge(
         groups=groups,
         group_policy=request.group_policy,
         same_subtrees=request.same_subtrees,
-        parent_of={rp: row.parent_id for rp, row in providers.items()},
+        parent_of=parent_of,
         nested_aware=request.nested_aware,
     )
     chosen = select(merge_candidates(merge, per_group, facts), request.limit, randomize)
     if not chosen:
         return empty
+    named = {rp for candidate in chosen for _suffix, members in candidate.mappings for rp in members}
+    providers = providers_of_trees(conn, {facts.root_of[rp] for rp in named})
     tree_roots, single = summary_providers(chosen, facts.root_of, request.nested_aware)
     summarised = sorted(rp for rp, row in providers.items() if row.root_id in tree_roots or rp in single)
     requested_classes = {rc for group in groups for rc in group.resources}

@@ -265,7 +265,7 @@ def _providers_by_anchor(group: ResolvedGroup, rc: int, amount: int, facts: Fact
     return by_anchor
 
 
-def unnumbered_requests(group: ResolvedGroup, facts: Facts) -> list[GroupRequest]:
+def unnumbered_requests(group: ResolvedGroup, facts: Facts) -> Iterator[GroupRequest]:
     """The unsuffixed group: resources from one tree plus sharing providers.
 
     Each resource class comes whole from one provider; a combination is
@@ -275,17 +275,16 @@ def unnumbered_requests(group: ResolvedGroup, facts: Facts) -> list[GroupRequest
     those of the providers the combination uses, together.
     """
     if group.impossible or not group.resources:
-        return []
+        return
     by_rc: list[tuple[int, int, dict[int, list[int]]]] = []
     for rc, amount in group.resources.items():
         by_anchor = _providers_by_anchor(group, rc, amount, facts)
         if not by_anchor:
-            return []
+            return
         by_rc.append((rc, amount, by_anchor))
     common = set(by_rc[0][2])
     for _rc, _amount, by_anchor in by_rc[1:]:
         common.intersection_update(by_anchor)
-    requests: list[GroupRequest] = []
     check_traits = bool(group.required or group.forbidden)
     traits_of = facts.traits_of
     keys = [(rc, amount) for rc, amount, _ in by_rc]
@@ -297,8 +296,7 @@ def unnumbered_requests(group: ResolvedGroup, facts: Facts) -> list[GroupRequest
                 continue
             # In resource-class order: the same combination always reads the same.
             allocations = tuple([((rp, rc), amount) for rp, (rc, amount) in zip(combo, keys)])
-            requests.append(GroupRequest(anchor, allocations, providers))
-    return requests
+            yield GroupRequest(anchor, allocations, providers)
 
 
 def _single_provider_ok(rp: int, group: ResolvedGroup, facts: Facts, in_aggs: set[int] | None, bad: set[int]) -> bool:
@@ -314,7 +312,7 @@ def _single_provider_ok(rp: int, group: ResolvedGroup, facts: Facts, in_aggs: se
     return all(any_of & traits for any_of in group.required)
 
 
-def numbered_requests(group: ResolvedGroup, facts: Facts) -> list[GroupRequest]:
+def numbered_requests(group: ResolvedGroup, facts: Facts) -> Iterator[GroupRequest]:
     """A suffixed group: one provider supplies everything the group asks.
 
     Aggregates and traits are those of the provider itself.  A sharing
@@ -323,7 +321,7 @@ def numbered_requests(group: ResolvedGroup, facts: Facts) -> list[GroupRequest]:
     required traits or aggregates; without either it matches nothing.
     """
     if group.impossible:
-        return []
+        return
     in_aggs = providers_in_aggregates(group.member_of, facts.aggs_of) if group.member_of else None
     bad = providers_in_any(group.forbidden_aggs, facts.aggs_of) if group.forbidden_aggs else set()
     if group.resources:
@@ -342,7 +340,6 @@ def numbered_requests(group: ResolvedGroup, facts: Facts) -> list[GroupRequest]:
     else:
         pool = set()
     resources_of = sorted(group.resources.items())
-    requests: list[GroupRequest] = []
     for rp in sorted(pool):
         if not _single_provider_ok(rp, group, facts, in_aggs, bad):
             continue
@@ -354,11 +351,11 @@ def numbered_requests(group: ResolvedGroup, facts: Facts) -> list[GroupRequest]:
             anchors.extend(sorted(a for a in facts.anchors_of.get(rp, ()) if a != root))
         for anchor in anchors:
             if facts.anchor_ok(anchor):
-                requests.append(GroupRequest(anchor, allocations, providers))
-    return requests
+                yield GroupRequest(anchor, allocations, providers)
 
 
-def group_requests(group: ResolvedGroup, facts: Facts) -> list[GroupRequest]:
+def group_requests(group: ResolvedGroup, facts: Facts) -> Iterator[GroupRequest]:
+    """Every way to satisfy ``group``, lazily (anchor by anchor)."""
     if group.use_same_provider:
         return numbered_requests(group, facts)
     return unnumbered_requests(group, facts)
@@ -392,8 +389,11 @@ class Merge:
     nested_aware: bool = True
 
 
-def merge_candidates(merge: Merge, per_group: dict[str, list[GroupRequest]], facts: Facts) -> Iterator[Candidate]:
+def merge_candidates(merge: Merge, per_group: dict[str, Iterable[GroupRequest]], facts: Facts) -> Iterator[Candidate]:
     """Combine one request per group, anchor by anchor, lazily and without repeats.
+
+    With a single group the requests are consumed as they come, so that a
+    ``limit`` stops the search early.
 
     The same allocation can only come up twice through a sharing provider
     reachable from several anchors, so repeats are tracked only then.
@@ -447,7 +447,7 @@ def merge_candidates(merge: Merge, per_group: dict[str, list[GroupRequest]], fac
             yield Candidate(anchor, allocations, mappings)
 
 
-def _single_group(merge: Merge, requests: list[GroupRequest], facts: Facts) -> Iterator[Candidate]:
+def _single_group(merge: Merge, requests: Iterable[GroupRequest], facts: Facts) -> Iterator[Candidate]:
     suffix = merge.groups[0].suffix
     seen: set[tuple[object, ...]] | None = set() if facts.sharing else None
     root_of = facts.root_of
