@@ -18,17 +18,18 @@ not hold worker threads for ever and comes back as soon as it answers.
 from __future__ import annotations
 
 import concurrent.futures
-import contextlib
 import logging
 import socket
 import threading
 import time
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+import weakref
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import sqlalchemy as sa
 from oslo_config import cfg
+from sqlalchemy import event
 from sqlalchemy.engine import Connection
 
 from corral.core.db import Database, database_from_conf
@@ -101,22 +102,6 @@ class _CellHealth:
     stuck: concurrent.futures.Future[Any] | None = None
 
 
-@dataclass
-class _TaskHandle:
-    """What a running task holds, so a timeout can interrupt it."""
-
-    connections: list[Any] = field(default_factory=list)
-    lock: threading.Lock = field(default_factory=threading.Lock)
-
-    def interrupt(self) -> None:
-        with self.lock:
-            for dbapi_connection in self.connections:
-                _shutdown_socket(dbapi_connection)
-
-
-_current_task = threading.local()
-
-
 def _shutdown_socket(dbapi_connection: Any) -> None:
     """Unblock a thread stuck reading from a database that stopped answering."""
     sock = getattr(dbapi_connection, "_sock", None)  # PyMySQL
@@ -138,34 +123,28 @@ def _shutdown_socket(dbapi_connection: Any) -> None:
 
 
 class CellDatabase(Database):
-    """A cell's database: reads register their connection with the running task."""
+    """A cell's database, whose connections can be cut from outside.
 
-    @contextlib.contextmanager
-    def read(self) -> Iterator[Connection]:
-        with super().read() as conn:
-            with self._tracked(conn):
-                yield conn
+    Every DBAPI connection the engine opens is remembered (weakly) so that,
+    when the cell stops answering, :meth:`interrupt` can shut down their
+    sockets: threads blocked on them (in a query or in the pool's
+    pre-ping) then fail at once instead of waiting for TCP to give up.
+    """
 
-    @contextlib.contextmanager
-    def transaction(self) -> Iterator[Connection]:
-        with super().transaction() as conn:
-            with self._tracked(conn):
-                yield conn
+    def __init__(self, engine: Any, *, max_retries: int = 20) -> None:
+        super().__init__(engine, max_retries=max_retries)
+        self._opened: weakref.WeakSet[Any] = weakref.WeakSet()
+        event.listen(engine, "connect", self._remember)
 
-    @contextlib.contextmanager
-    def _tracked(self, conn: Connection) -> Iterator[None]:
-        handle: _TaskHandle | None = getattr(_current_task, "handle", None)
-        if handle is None:
-            yield
-            return
-        dbapi_connection = conn.connection.dbapi_connection
-        with handle.lock:
-            handle.connections.append(dbapi_connection)
+    def _remember(self, dbapi_connection: Any, _record: Any) -> None:
         try:
-            yield
-        finally:
-            with handle.lock:
-                handle.connections.remove(dbapi_connection)
+            self._opened.add(dbapi_connection)
+        except TypeError:  # a driver whose connections cannot be weakly referenced
+            pass
+
+    def interrupt(self) -> None:
+        for dbapi_connection in list(self._opened):
+            _shutdown_socket(dbapi_connection)
 
 
 class CellRegistry:
@@ -249,8 +228,8 @@ class CellRegistry:
         with self._lock:
             known = self._databases.pop(cell.uuid, None)
         if known is not None:
-            # Connections still checked out by a stuck task are closed when
-            # that task ends; idle ones go now.
+            # Unblock the task stuck on it, then let the pool go.
+            known[1].interrupt()
             known[1].engine.pool.dispose()
 
     # ------------------------------------------------------ scatter-gather
@@ -270,18 +249,17 @@ class CellRegistry:
         """Run ``work(cell, database)`` in every cell at once; see the module docs."""
         timeout = self._conf.cells.timeout if timeout is None else timeout
         results: dict[str, Any] = {}
-        submitted: dict[concurrent.futures.Future[Any], tuple[CellMapping, _TaskHandle]] = {}
+        submitted: dict[concurrent.futures.Future[Any], CellMapping] = {}
         for cell in cells:
             skipped = self._skip_reason(cell)
             if skipped is not None:
                 results[cell.uuid] = skipped
                 continue
-            handle = _TaskHandle()
-            future = self._executor.submit(self._run, handle, cell, work)
-            submitted[future] = (cell, handle)
+            future = self._executor.submit(self._run, cell, work)
+            submitted[future] = cell
         done, not_done = concurrent.futures.wait(submitted, timeout=timeout)
         for future in done:
-            cell, _handle = submitted[future]
+            cell = submitted[future]
             error = future.exception()
             if error is not None:
                 results[cell.uuid] = error
@@ -294,13 +272,12 @@ class CellRegistry:
                 results[cell.uuid] = future.result()
                 self._record_success(cell)
         for future in not_done:
-            cell, handle = submitted[future]
+            cell = submitted[future]
             results[cell.uuid] = DID_NOT_RESPOND
             LOG.warning("timed out waiting for a response from cell %s", cell.identity)
             future.cancel()
             self._record_failure(cell, None, stuck=future)
             self._abandon_database(cell)
-            handle.interrupt()
         return {cell.uuid: results[cell.uuid] for cell in cells}
 
     def run_in_cell(self, cell: CellMapping, work: Callable[[CellMapping, CellDatabase], T]) -> T:
@@ -324,12 +301,8 @@ class CellRegistry:
                 return CellRecentlyDown(f"cell {cell.identity} failed recently: {health.last_error}")
         return None
 
-    def _run(self, handle: _TaskHandle, cell: CellMapping, work: Callable[[CellMapping, CellDatabase], T]) -> T:
-        _current_task.handle = handle
-        try:
-            return work(cell, self.database(cell))
-        finally:
-            _current_task.handle = None
+    def _run(self, cell: CellMapping, work: Callable[[CellMapping, CellDatabase], T]) -> T:
+        return work(cell, self.database(cell))
 
     def _record_failure(
         self,

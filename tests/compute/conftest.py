@@ -43,9 +43,10 @@ IMAGE = "70a599e0-31e7-49b7-b260-868f441e862b"
 
 
 class ComputeServer:
-    def __init__(self, database_factory: DatabaseFactory, tmp_dir: str) -> None:
+    def __init__(self, database_factory: DatabaseFactory, tmp_dir: str, cell_urls: dict[str, str] | None = None) -> None:
         self.api_url = database_factory.new_url("compute_api")
         self.cell_urls = {name: database_factory.new_url(f"compute_{name}") for name in ("cell0", "cell1", "cell2")}
+        self.cell_urls.update(cell_urls or {})
         migrate(self.api_url, API_TREE)
         for url in self.cell_urls.values():
             migrate(url, CELL_TREE)
@@ -57,6 +58,8 @@ class ComputeServer:
                 "compute": {"cell0_connection": self.cell_urls["cell0"], "auto_map_cells": False},
                 "api": {"auth_strategy": "noauth2"},
                 "cells": {"timeout": 3.0, "connect_timeout": 1.0, "down_cell_recheck_interval": 0.0},
+                # Small pools: the database servers are shared with every other test.
+                "corral_database": {"max_pool_size": 2, "max_overflow": 6},
             },
         )
         self.scheduler = FakeScheduler()

@@ -1,0 +1,106 @@
+"""A TCP proxy in front of a database, to make a cell refuse connections or hang."""
+
+from __future__ import annotations
+
+import socket
+import threading
+
+
+class TcpProxy:
+    """Forwards 127.0.0.1:<port> to ``target``; can refuse, hang and recover.
+
+    ``refuse()`` closes the port and every connection (clients get
+    "connection refused"); ``hang()`` keeps everything open but stops
+    passing bytes either way (clients wait); ``restore()`` goes back to
+    forwarding.
+    """
+
+    def __init__(self, target_host: str, target_port: int) -> None:
+        self.target = (target_host, target_port)
+        self._forwarding = threading.Event()
+        self._forwarding.set()
+        self._lock = threading.Lock()
+        self._connections: list[socket.socket] = []
+        self._listener: socket.socket | None = None
+        self.port = 0
+        self._listen()
+
+    def _listen(self) -> None:
+        listener = socket.socket()
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listener.bind(("127.0.0.1", self.port))
+        listener.listen(128)
+        self.port = listener.getsockname()[1]
+        self._listener = listener
+        threading.Thread(target=self._accept, args=(listener,), daemon=True).start()
+
+    def _accept(self, listener: socket.socket) -> None:
+        while True:
+            try:
+                client, _ = listener.accept()
+            except OSError:
+                return
+            try:
+                upstream = socket.create_connection(self.target, timeout=5)
+                upstream.settimeout(None)
+            except OSError:
+                client.close()
+                continue
+            with self._lock:
+                self._connections += [client, upstream]
+            threading.Thread(target=self._pump, args=(client, upstream), daemon=True).start()
+            threading.Thread(target=self._pump, args=(upstream, client), daemon=True).start()
+
+    def _pump(self, source: socket.socket, sink: socket.socket) -> None:
+        try:
+            while True:
+                data = source.recv(65536)
+                if not data:
+                    break
+                self._forwarding.wait()
+                sink.sendall(data)
+        except OSError:
+            pass
+        finally:
+            for sock in (source, sink):
+                try:
+                    sock.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+
+    def _drop_connections(self) -> None:
+        with self._lock:
+            connections, self._connections = self._connections, []
+        for sock in connections:
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            sock.close()
+
+    def refuse(self) -> None:
+        if self._listener is not None:
+            # shutdown() wakes the thread blocked in accept(); close() alone
+            # would leave the port listening until it returns.
+            try:
+                self._listener.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            self._listener.close()
+            self._listener = None
+        self._drop_connections()
+
+    def hang(self) -> None:
+        self._forwarding.clear()
+
+    def restore(self) -> None:
+        if self._listener is None:
+            self._listen()
+        if not self._forwarding.is_set():
+            # Connections that were hanging are dropped; new ones flow again.
+            self._drop_connections()
+            self._forwarding.set()
+
+    def close(self) -> None:
+        self.refuse()
+        self._forwarding.set()
