@@ -12,6 +12,7 @@ from corral.core.policy import Enforcer
 from corral.placement import conf as placement_conf
 from corral.placement.api import policies
 from corral.placement.api.errors import format_error
+from corral.placement.api.http_rules import PlacementRules
 from corral.placement.api.routes import ROUTES
 from corral.placement.api.schemas import compile_all
 from corral.placement.api.state import PlacementState
@@ -57,6 +58,7 @@ def make_app(conf: cfg.ConfigOpts, state: PlacementState | None = None) -> falco
         on_version_error=_version_error,
     )
     app = build_app(service, ROUTES, state)
+    app.add_middleware(PlacementRules(ROUTES))
     # Bodiless answers (201 from POST before 1.20, PUT of a trait) carry no content type.
     app.resp_options.default_media_type = None
     return app

@@ -47,8 +47,11 @@ _EXPLANATIONS = {
 }
 
 
-def detail_text(status: int, message: str) -> str:
+def detail_text(status: int, message: str, method: str | None = None) -> str:
     explanation = _EXPLANATIONS.get(status, "")
+    if status == 405 and method:
+        # Upstream's 405 explanation names the refused method.
+        explanation = f"The method {method} is not allowed for this resource."
     if not message:
         return explanation
     if not explanation:
@@ -65,7 +68,7 @@ def format_error(req: falcon.Request, error: errors.ApiError) -> tuple[bytes, st
     entry: dict[str, object] = {
         "status": error.status,
         "title": error.title,
-        "detail": detail_text(error.status, error.message),
+        "detail": detail_text(error.status, error.message, req.method),
     }
     if context.version is not None and context.version >= CODE_MICROVERSION:
         entry["code"] = error.code or DEFAULT

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import falcon
 
-from corral.core.http import Route, send_json
+from corral.core.http import Route
+from corral.placement.api import util
 from corral.placement.api.state import PlacementState
 from corral.placement.microversions import VERSIONS
 
@@ -18,7 +19,7 @@ def home(state: PlacementState, req: falcon.Request, resp: falcon.Response) -> N
         "status": "CURRENT",
         "links": [{"rel": "self", "href": ""}],
     }
-    send_json(resp, {"versions": [version]})
+    util.send_cacheable(req, resp, {"versions": [version]}, None)
 
 
 ROUTES = [Route("/", {"GET": home}, public=True)]

@@ -1,0 +1,49 @@
+"""HTTP rules upstream Placement applies on every route: 405, 406, content type, caching."""
+
+from __future__ import annotations
+
+import falcon.testing
+
+
+def _detail(response) -> str:
+    return response.json()["errors"][0]["detail"]
+
+
+def test_wrong_method_lists_exactly_the_served_methods(placement) -> None:
+    client = placement.client("1.39")
+    at_root = client.delete("/")
+    assert at_root.status_code == 405 and at_root.headers["allow"] == "GET"
+    on_app = client.delete("/resource_providers")
+    assert on_app.status_code == 405 and on_app.headers["allow"] == "GET, POST"
+    assert "The method DELETE is not allowed for this resource." in _detail(on_app)
+    options = client.request("OPTIONS", "/resource_providers")
+    assert options.status_code == 405 and options.headers["allow"] == "GET, POST"
+    assert "The method OPTIONS is not allowed for this resource." in _detail(options)
+
+
+def test_accept_must_allow_json_on_json_gets(placement) -> None:
+    client = placement.client("1.39")
+    refused = client.get("/resource_providers", headers={"accept": "text/plain"})
+    assert refused.status_code == 406 and "Only application/json is provided" in _detail(refused)
+    browser = client.get("/resource_providers",
+                         headers={"accept": "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8"})
+    assert browser.status_code == 200
+    assert client.get("/", headers={"accept": "text/plain"}).status_code == 200
+
+
+def test_body_without_content_type_is_400(placement) -> None:
+    # In-process, so no server fills in a default content type.
+    app = falcon.testing.TestClient(placement.app)
+    headers = {"x-auth-token": "admin", "openstack-api-version": "placement 1.20"}
+    missing = app.simulate_post("/resource_providers", body="I want a resource provider please", headers=headers)
+    assert missing.status_code == 400
+    assert "content-type header required" in missing.json["errors"][0]["detail"]
+    empty = app.simulate_put("/resource_providers/d3a64825-8228-4ccb-8a6c-1c6d3eb6a3e8", headers=headers)
+    assert empty.status_code == 415
+    assert "The media type None is not supported, use application/json" in empty.json["errors"][0]["detail"]
+
+
+def test_root_has_cache_headers_from_1_15(placement) -> None:
+    assert "cache-control" not in placement.client("1.14").get("/").headers
+    new = placement.client("1.15").get("/")
+    assert new.headers["cache-control"] == "no-cache" and "last-modified" in new.headers
