@@ -71,6 +71,7 @@ class ComputeManager:
         api_db: Database | None = None,
         cell: CellMapping | None = None,
         nodename: str | None = None,
+        traits: frozenset[str] = FAKE_TRAITS,
     ) -> None:
         self.conf = conf
         self.host = host
@@ -79,6 +80,7 @@ class ComputeManager:
         self.scheduler = scheduler
         self.api_db = api_db
         self.cell = cell
+        self.traits = traits
         fake = conf.fake_driver
         self.driver = FakeDriver(fake.vcpus, fake.memory_mb, fake.local_gb, fake.spawn_delay)
         self.service: dict[str, Any] | None = None
@@ -130,7 +132,7 @@ class ComputeManager:
         }
         try:
             self.scheduler.report_compute_node(
-                ComputeNodeReport(self.host, self.nodename, self.node["uuid"], inventories, FAKE_TRAITS)
+                ComputeNodeReport(self.host, self.nodename, self.node["uuid"], inventories, self.traits)
             )
             self._reported = True
         except Exception as error:  # retried on the next pass

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from oslo_config import cfg
@@ -15,7 +16,7 @@ from corral.compute.api.app import build_state, make_app
 from corral.compute.db import api_tables, cell_tables
 from corral.compute.db.schema import API_TREE, CELL_TREE
 from corral.compute.domain import cell_admin
-from corral.compute.manager import ComputeManager
+from corral.compute.manager import FAKE_TRAITS, ComputeManager
 from corral.compute.scheduler.fake import FakeScheduler
 from tests.support.databases import DatabaseFactory
 from tests.support.http import ApiClient
@@ -92,9 +93,12 @@ class ComputeServer:
         self.state.cells.refresh()
         self.state.cells.forget_failures()
 
-    def setup_cloud(self) -> None:
-        """cell0, cell1 and cell2, one compute host in each of cell1 and cell2, flavor m1.tiny."""
-        self.scheduler = FakeScheduler()
+    def setup_cloud(self, scheduler: Any = None, hosts: dict[str, tuple[str, frozenset[str]]] | None = None) -> None:
+        """cell0, cell1 and cell2, compute hosts (default: one in each of cell1 and cell2), flavor m1.tiny.
+
+        ``hosts`` maps host name to (cell name, extra traits).
+        """
+        self.scheduler = scheduler if scheduler is not None else FakeScheduler()
         self.state.scheduler = self.scheduler
         api_db = self.state.api_db
         cell_admin.map_cell0(api_db, self.cell_urls["cell0"], migrate=False)
@@ -105,11 +109,12 @@ class ComputeServer:
             )
         self.state.cells.refresh()
         self.managers = {}
-        for name in ("cell1", "cell2"):
-            host = f"host-{name}"
+        if hosts is None:
+            hosts = {f"host-{name}": (name, frozenset()) for name in ("cell1", "cell2")}
+        for host, (name, traits) in hosts.items():
             manager = ComputeManager(
                 self.conf, host, self.state.cells.database(self.cells[name]), self.scheduler,
-                api_db=api_db, cell=self.cells[name],
+                api_db=api_db, cell=self.cells[name], traits=FAKE_TRAITS | traits,
             )
             manager.register()
             self.managers[host] = manager
