@@ -67,9 +67,9 @@ class ServerProcess:
             if self.process.poll() is not None:
                 raise RuntimeError(f"{self.name} exited with {self.process.returncode}:\n{self.log()}")
             try:
-                requests.get(self.url + path, timeout=2)
+                requests.get(self.url + path, timeout=10)
                 return self
-            except requests.ConnectionError:
+            except (requests.ConnectionError, requests.Timeout):
                 time.sleep(0.2)
         raise TimeoutError(f"{self.name} did not answer on {self.url}{path}:\n{self.log()}")
 

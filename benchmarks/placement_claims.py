@@ -50,8 +50,10 @@ from benchmarks import common  # noqa: E402
 VERSION = "placement 1.39"
 CONCURRENT_UPDATE = "placement.concurrent_update"
 UPSTREAM_VENV = Path("/work/venvs/placement")
-# Unexpected answers (5xx) are counted and the writer tries again, up to this many.
+# Unexpected answers (5xx) are counted and the writer tries again, up to this
+# many in all, or this many in a row (a server that fails every claim).
 MAX_ERRORS_PER_WRITER = 2000
+MAX_ERRORS_IN_A_ROW = 100
 
 
 @dataclass
@@ -141,7 +143,7 @@ def writer(base_url: str, workload: Workload, providers: OpenProviders, seed: in
     resources = {"VCPU": workload.claim_vcpus, "MEMORY_MB": workload.claim_memory_mb}
     latencies: list[float] = []
     mine: list[str] = []
-    capacity = conflicts = 0
+    capacity = conflicts = in_a_row = 0
     errors: Counter[str] = Counter()
     start.wait()
     while (rp := providers.pick(rng)) is not None:
@@ -156,6 +158,7 @@ def writer(base_url: str, workload: Workload, providers: OpenProviders, seed: in
         began = time.perf_counter()
         response = call(http, "PUT", f"/allocations/{consumer}", json=body)
         elapsed = time.perf_counter() - began
+        in_a_row = in_a_row + 1 if response.status_code >= 500 else 0
         if response.status_code == 204:
             latencies.append(elapsed)
             mine.append(consumer)
@@ -166,7 +169,7 @@ def writer(base_url: str, workload: Workload, providers: OpenProviders, seed: in
             providers.close(rp)
         else:
             errors[f"{response.status_code} {response.text[:120]}"] += 1
-            if sum(errors.values()) > MAX_ERRORS_PER_WRITER:
+            if sum(errors.values()) > MAX_ERRORS_PER_WRITER or in_a_row > MAX_ERRORS_IN_A_ROW:
                 break
     http.close()
     with lock:
@@ -264,6 +267,8 @@ def run_target(target: str, backend: str, args: argparse.Namespace, workloads: l
                                          threads=args.threads, ready_path="/placement/")
             base_url = server.url + "/placement"
         else:
+            # Upstream Placement needs psycopg2: it reads cursor.lastrowid, which psycopg 3 lacks.
+            db_url = db_url.replace("postgresql+psycopg://", "postgresql+psycopg2://", 1)
             server = common.start_upstream_placement(workdir, args.upstream_venv, db_url,
                                                      workers=args.workers, threads=args.threads)
             base_url = server.url
