@@ -17,12 +17,15 @@ The cloud for N compute nodes:
 Usage::
 
     python benchmarks/placement_candidates.py --n 1000 --n 10000 \\
-        [--db sqlite|postgresql] [--upstream /work/venvs/placement] [--repeat 20]
+        [--db sqlite|postgresql] [--upstream /work/venvs/placement] [--repeat 20] [--workdir DIR]
 
 Corral runs as ``corral serve`` (one worker process); upstream runs under
 gunicorn from the given virtualenv (one sync worker).  Both on the same
-kind of database.  Results go to stdout as a Markdown table (and to
-``--json`` if given).
+kind of database, both clouds built at the same time, and the timed
+requests alternate between the two servers so that both see the same
+machine load.  With ``--workdir`` the databases are kept and a cloud built
+by an earlier run is reused.  Results go to stdout as a Markdown table (and
+to ``--json`` if given).
 """
 
 from __future__ import annotations
@@ -314,51 +317,89 @@ class Timing:
         return ordered[min(len(ordered) - 1, int(round(0.95 * (len(ordered) - 1))))] * 1000
 
 
-def measure(url: str, repeat: int, budget: float) -> dict[str, Timing]:
-    client = Client(url)
-    results = {}
+def measure(servers: dict[str, Server], repeat: int, budget: float) -> dict[str, dict[str, Timing]]:
+    """Time every shape on every server, alternating between servers request by
+    request so that both see the same machine load."""
+    clients = {name: Client(server.url) for name, server in servers.items()}
+    results: dict[str, dict[str, Timing]] = {name: {} for name in servers}
     for shape, qs in SHAPES.items():
-        timing = Timing()
-        spent = 0.0
+        spent = dict.fromkeys(servers, 0.0)
+        for name in servers:
+            results[name][shape] = Timing()
         for attempt in range(repeat + 1):
-            started = time.perf_counter()
-            response = client.session.get(f"{url}/allocation_candidates?{qs}")
-            elapsed = time.perf_counter() - started
-            if response.status_code != 200:
-                raise RuntimeError(f"{shape}: {response.status_code} {response.text[:300]}")
-            if attempt == 0:  # warm-up
-                timing.candidates = len(response.json()["allocation_requests"])
-                timing.nbytes = len(response.content)
-            else:
-                timing.samples.append(elapsed)
-            spent += elapsed
-            if spent > budget and len(timing.samples) >= 3:
-                break
-        results[shape] = timing
+            for name, client in clients.items():
+                timing = results[name][shape]
+                if attempt and spent[name] > budget and len(timing.samples) >= 3:
+                    continue
+                started = time.perf_counter()
+                response = client.session.get(f"{client.url}/allocation_candidates?{qs}")
+                elapsed = time.perf_counter() - started
+                if response.status_code != 200:
+                    raise RuntimeError(f"{name} {shape}: {response.status_code} {response.text[:300]}")
+                if attempt == 0:  # warm-up
+                    timing.candidates = len(response.json()["allocation_requests"])
+                    timing.nbytes = len(response.content)
+                else:
+                    timing.samples.append(elapsed)
+                spent[name] += elapsed
     return results
 
 
-def run(system: str, n: int, args: argparse.Namespace) -> dict[str, object]:
-    workdir = Path(tempfile.mkdtemp(prefix=f"bench-{system}-{n}-"))
-    corral_url, upstream_url = new_database(args.db, workdir, f"{system}{n}")
-    server = (
-        start_corral(corral_url, workdir) if system == "corral" else start_upstream(Path(args.upstream), upstream_url, workdir)
-    )
+def start(system: str, n: int, args: argparse.Namespace, workdir: Path) -> tuple[Server, bool]:
+    """A server for ``system`` and whether its cloud is already built (reused)."""
+    home = workdir / f"{system}-{n}"
+    built = (home / "built").exists()
+    home.mkdir(parents=True, exist_ok=True)
+    if built:
+        corral_url, upstream_url = (home / "urls").read_text().split()
+    else:
+        corral_url, upstream_url = new_database(args.db, home, f"{system}{n}")
+        (home / "urls").write_text(f"{corral_url} {upstream_url}")
+    if system == "corral":
+        return start_corral(corral_url, home), built
+    return start_upstream(Path(args.upstream), upstream_url, home), built
+
+
+def run(n: int, systems: list[str], args: argparse.Namespace) -> dict[str, dict[str, object]]:
+    workdir = Path(args.workdir) if args.workdir else Path(tempfile.mkdtemp(prefix=f"bench-candidates-{n}-"))
+    servers: dict[str, Server] = {}
     try:
-        build_seconds = build_cloud(server.url, n)
-        print(f"# {system} N={n}: cloud built through the API in {build_seconds:.0f} s", file=sys.stderr)
-        timings = measure(server.url, args.repeat, args.budget)
+        reused = {}
+        for system in systems:
+            servers[system], reused[system] = start(system, n, args, workdir)
+        build_seconds: dict[str, float] = {}
+
+        def build(system: str) -> None:
+            marker = workdir / f"{system}-{n}" / "built"
+            if reused[system]:
+                build_seconds[system] = float(json.loads(marker.read_text()))
+                return
+            build_seconds[system] = build_cloud(servers[system].url, n)
+            marker.write_text(json.dumps(build_seconds[system]))
+            print(f"# {system} N={n}: cloud built through the API in {build_seconds[system]:.0f} s", file=sys.stderr)
+
+        with concurrent.futures.ThreadPoolExecutor(len(systems)) as pool:
+            for future in [pool.submit(build, system) for system in systems]:
+                future.result()
+        timings = measure(servers, args.repeat, args.budget)
         return {
-            "build_seconds": build_seconds,
-            "peak_rss_mb": server.peak_rss_mb(),
-            "shapes": {
-                shape: {"p50_ms": t.p50, "p95_ms": t.p95, "candidates": t.candidates, "bytes": t.nbytes, "runs": len(t.samples)}
-                for shape, t in timings.items()
-            },
+            system: {
+                "build_seconds": build_seconds[system],
+                "peak_rss_mb": servers[system].peak_rss_mb(),
+                "shapes": {
+                    shape: {
+                        "p50_ms": t.p50, "p95_ms": t.p95, "candidates": t.candidates, "bytes": t.nbytes,
+                        "runs": len(t.samples),
+                    }
+                    for shape, t in timings[system].items()
+                },
+            }
+            for system in systems
         }
     finally:
-        server.stop()
-        if not args.keep:
+        for server in servers.values():
+            server.stop()
+        if not args.workdir:
             shutil.rmtree(workdir, ignore_errors=True)
 
 
@@ -404,7 +445,7 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=20, help="timed runs per shape (after one warm-up)")
     parser.add_argument("--budget", type=float, default=60.0, help="seconds per shape before stopping early")
     parser.add_argument("--json", help="write the raw results here")
-    parser.add_argument("--keep", action="store_true", help="keep the temporary directories")
+    parser.add_argument("--workdir", help="keep databases here; a cloud already built there is reused")
     parser.add_argument("--previous", help="results of an earlier run (--json) to include in the table")
     args = parser.parse_args()
     sizes = args.n or [1000]
@@ -414,10 +455,10 @@ def main() -> None:
         for system, by_n in json.loads(Path(args.previous).read_text()).items():
             results[system] = {int(n): found for n, found in by_n.items()}
     for n in sizes:
-        for system in systems:
-            results.setdefault(system, {})[n] = run(system, n, args)
-            if args.json:
-                Path(args.json).write_text(json.dumps(results, indent=2))
+        for system, found in run(n, systems, args).items():
+            results.setdefault(system, {})[n] = found
+        if args.json:
+            Path(args.json).write_text(json.dumps(results, indent=2))
     print(table(results, args.db))
 
 
