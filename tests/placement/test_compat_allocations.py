@@ -53,3 +53,23 @@ def test_unknown_resource_class_messages(placement) -> None:
         consumer: {"allocations": {rp: {"resources": {"CUSTOM_PONY": 1}}}, "project_id": "p", "user_id": "u"}})
     assert post.status_code == 400 and "No such resource class CUSTOM_PONY" in _detail(post)
     assert placement.client("1.28").get(f"/allocations/{consumer}").json() == {"allocations": {}}
+
+
+def test_inventory_in_use_names_every_class_in_class_order(placement) -> None:
+    rp = _provider_with_inventory(placement)
+    consumer = str(uuid.uuid4())
+    assert placement.client("1.8").put(f"/allocations/{consumer}", json={
+        "allocations": [{"resource_provider": {"uuid": rp}, "resources": {"DISK_GB": 10, "VCPU": 1}}],
+        "project_id": "p", "user_id": "u"}).status_code == 204
+    client = placement.client("1.23")
+    in_use = f"Inventory for 'VCPU, DISK_GB' on resource provider '{rp}' in use"
+    delete_all = client.delete(f"/resource_providers/{rp}/inventories")
+    assert delete_all.status_code == 409 and in_use in _detail(delete_all)
+    assert delete_all.json()["errors"][0]["code"] == "placement.inventory.inuse"
+    put_none = client.put(f"/resource_providers/{rp}/inventories",
+                          json={"resource_provider_generation": 2, "inventories": {}})
+    assert put_none.status_code == 409 and f"update conflict: {in_use}" in _detail(put_none)
+    delete_one = client.delete(f"/resource_providers/{rp}/inventories/VCPU")
+    assert delete_one.status_code == 409
+    assert f"Unable to delete inventory of class VCPU: Inventory for 'VCPU' on resource provider '{rp}'" in _detail(
+        delete_one)

@@ -29,14 +29,15 @@ def for_provider(conn: Connection, provider_id: int) -> dict[str, Inventory]:
 
 
 def usage(conn: Connection, provider_id: int) -> dict[str, int]:
-    """resource class name -> amount allocated on the provider."""
+    """resource class name -> amount allocated on the provider, in resource class id order."""
     # SELECT rc.name, SUM(a.used) FROM allocations a JOIN resource_classes rc ON rc.id = a.resource_class_id
-    # WHERE a.resource_provider_id = :id GROUP BY rc.name
+    # WHERE a.resource_provider_id = :id GROUP BY rc.id, rc.name ORDER BY rc.id
     query = (
         sa.select(resource_classes.c.name, sa.func.sum(allocations.c.used))
         .select_from(allocations.join(resource_classes, resource_classes.c.id == allocations.c.resource_class_id))
         .where(allocations.c.resource_provider_id == provider_id)
-        .group_by(resource_classes.c.name)
+        .group_by(resource_classes.c.id, resource_classes.c.name)
+        .order_by(resource_classes.c.id)
     )
     return {name: int(total) for name, total in conn.execute(query)}
 

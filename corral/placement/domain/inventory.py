@@ -44,6 +44,16 @@ def from_request(data: Mapping[str, Any]) -> Inventory:
     return Inventory(**values)
 
 
+class InventoryInUse(errors.Conflict):
+    """Inventory with allocations against it would be removed."""
+
+    def __init__(self, provider_uuid: str, resource_classes: list[str]) -> None:
+        super().__init__(
+            f"Inventory for '{', '.join(resource_classes)}' on resource provider '{provider_uuid}' in use.",
+            code=codes.INVENTORY_INUSE,
+        )
+
+
 def check_capacity(
     provider_uuid: str, resource_class: str, inventory: Inventory, version: tuple[int, int], action: str = "update"
 ) -> None:
@@ -70,15 +80,16 @@ def check_in_use(
     *,
     refuse_below_usage: bool,
 ) -> None:
-    """Classes with allocations cannot go away, nor (optionally) shrink below usage."""
+    """Classes with allocations cannot go away, nor (optionally) shrink below usage.
+
+    Every in-use class that would go away is named, in ``current_usage`` order.
+    """
+    removed = [rc for rc, used in current_usage.items() if used > 0 and rc not in new]
+    if removed:
+        raise InventoryInUse(provider_uuid, removed)
     for resource_class, used in current_usage.items():
         if used <= 0:
             continue
-        if resource_class not in new:
-            raise errors.Conflict(
-                f"Inventory for '{resource_class}' on resource provider '{provider_uuid}' in use.",
-                code=codes.INVENTORY_INUSE,
-            )
         if refuse_below_usage and new[resource_class].capacity < used:
             raise errors.Conflict(
                 f"Inventory for '{resource_class}' on resource provider '{provider_uuid}' would have a "

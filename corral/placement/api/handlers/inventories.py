@@ -91,7 +91,10 @@ def replace_inventories(state: PlacementState, req: falcon.Request, resp: falcon
 
     def work(conn: Connection) -> int:
         provider = providers.get_or_404(conn, uuid)
-        return _replace(state, conn, req, provider, new, body["resource_provider_generation"])
+        try:
+            return _replace(state, conn, req, provider, new, body["resource_provider_generation"])
+        except rules.InventoryInUse as problem:
+            raise errors.Conflict(f"update conflict: {problem.message}", code=codes.INVENTORY_INUSE) from None
 
     generation = state.db.write(work)
     util.send_cacheable(req, resp, _all_body(new, generation), util.utcnow())
@@ -175,7 +178,15 @@ def delete_inventory(
             missing = f"No inventory of class {resource_class} found for delete"
             raise errors.NotFound(f"{missing}: {missing}")
         rest = {name: inv for name, inv in current.items() if name != resource_class}
-        _replace(state, conn, req, provider, rest, None)
+        try:
+            _replace(state, conn, req, provider, rest, None)
+        except rules.InventoryInUse as problem:
+            # Upstream's wording; its code here is placement.concurrent_update, which
+            # invites a retry that cannot succeed, so this keeps the in-use code.
+            raise errors.Conflict(
+                f"Unable to delete inventory of class {resource_class}: {problem.message}",
+                code=codes.INVENTORY_INUSE,
+            ) from None
 
     state.db.write(work)
     send_empty(resp)
@@ -186,11 +197,6 @@ def delete_inventories(state: PlacementState, req: falcon.Request, resp: falcon.
 
     def work(conn: Connection) -> None:
         provider = providers.get_or_404(conn, uuid)
-        if any(used > 0 for used in inventories.usage(conn, provider.id).values()):
-            raise errors.Conflict(
-                f"Unable to delete inventory for resource provider {uuid} because the inventory is in use.",
-                code=codes.INVENTORY_INUSE,
-            )
         _replace(state, conn, req, provider, {}, None)
 
     state.db.write(work)
