@@ -93,7 +93,9 @@ class ComputeManager:
     # ------------------------------------------------------------ lifecycle
 
     def start(self) -> ComputeManager:
-        self.register()
+        # Placement may be served by this very process, which is not
+        # answering yet: the first background pass reports the node.
+        self.register(report=False)
         self._thread = threading.Thread(target=self._loop, name=f"compute-{self.host}", daemon=True)
         self._thread.start()
         return self
@@ -103,7 +105,7 @@ class ComputeManager:
         if self._thread is not None:
             self._thread.join(timeout=30)
 
-    def register(self) -> None:
+    def register(self, report: bool = True) -> None:
         self.service = self.cell_db.write(cq.register_service, self.host, COMPUTE_BINARY, "compute")
         self._last_heartbeat = time.monotonic()
         self.node = self.cell_db.write(cq.upsert_compute_node, {
@@ -120,7 +122,8 @@ class ComputeManager:
         })
         if self.api_db is not None and self.cell is not None and self.conf.compute.auto_map_hosts:
             map_host(self.api_db, self.cell, self.host)
-        self._report()
+        if report:
+            self._report()
 
     def _report(self) -> None:
         assert self.node is not None
