@@ -395,8 +395,9 @@ def merge_candidates(merge: Merge, per_group: dict[str, Iterable[GroupRequest]],
     With a single group the requests are consumed as they come, so that a
     ``limit`` stops the search early.
 
-    The same allocation can only come up twice through a sharing provider
-    reachable from several anchors, so repeats are tracked only then.
+    The same allocation can only come up under two anchors when every
+    provider it uses is a sharing provider (any other provider belongs to
+    one tree), so only those are remembered to drop repeats.
     """
     if len(merge.groups) == 1:
         yield from _single_group(merge, per_group[merge.groups[0].suffix], facts)
@@ -414,7 +415,8 @@ def merge_candidates(merge: Merge, per_group: dict[str, Iterable[GroupRequest]],
             if lists is None:
                 lists = by_anchor[request.anchor] = [[] for _ in suffixes]
             lists[position].append(request)
-    seen: set[tuple[object, ...]] | None = set() if facts.sharing else None
+    sharing = facts.sharing
+    seen: set[tuple[object, ...]] | None = set() if sharing else None
     root_of = facts.root_of
     inventory = facts.inventory
     for anchor in sorted(by_anchor):
@@ -439,7 +441,7 @@ def merge_candidates(merge: Merge, per_group: dict[str, Iterable[GroupRequest]],
                 continue
             allocations = tuple(sorted(amounts.items()))
             mappings = tuple((suffixes[i], combo[i].providers) for i in range(len(suffixes)))
-            if seen is not None:
+            if seen is not None and all(rp in sharing for (rp, _rc) in amounts):
                 key = (allocations, mappings)
                 if key in seen:
                     continue
@@ -449,12 +451,13 @@ def merge_candidates(merge: Merge, per_group: dict[str, Iterable[GroupRequest]],
 
 def _single_group(merge: Merge, requests: Iterable[GroupRequest], facts: Facts) -> Iterator[Candidate]:
     suffix = merge.groups[0].suffix
-    seen: set[tuple[object, ...]] | None = set() if facts.sharing else None
+    sharing = facts.sharing
+    seen: set[tuple[object, ...]] | None = set() if sharing else None
     root_of = facts.root_of
     for anchor, allocations, providers in requests:
         if not merge.nested_aware and len({root_of[rp] for rp in providers}) != len(providers):
             continue
-        if seen is not None:
+        if seen is not None and providers <= sharing:
             key = (allocations, providers)
             if key in seen:
                 continue
