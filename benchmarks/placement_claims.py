@@ -251,35 +251,64 @@ def corral_sections(db_url: str) -> dict[str, dict[str, Any]]:
     return {"placement_database": {"connection": db_url}, "api": {"auth_strategy": "noauth2"}}
 
 
-def run_target(target: str, backend: str, args: argparse.Namespace, workloads: list[Workload]) -> list[Result]:
-    with ExitStack() as stack:
-        workdir = stack.enter_context(common.scratch_dir(f"bench-{target}-"))
-        if args.db_url and target == "corral":
-            db_url = args.db_url
-        elif args.upstream_db_url and target == "upstream":
-            db_url = args.upstream_db_url
-        elif backend == "postgresql":
-            db_url = stack.enter_context(common.postgresql_database(args.postgresql_server, target))
-        else:
-            db_url = f"sqlite:///{workdir / 'placement.sqlite'}"
-        if target == "corral":
-            server = common.start_corral(workdir, corral_sections(db_url), workers=args.workers,
-                                         threads=args.threads, ready_path="/placement/")
-            base_url = server.url + "/placement"
-        else:
-            # Upstream Placement needs psycopg2: it reads cursor.lastrowid, which psycopg 3 lacks.
-            db_url = db_url.replace("postgresql+psycopg://", "postgresql+psycopg2://", 1)
-            server = common.start_upstream_placement(workdir, args.upstream_venv, db_url,
-                                                     workers=args.workers, threads=args.threads)
-            base_url = server.url
+@dataclass
+class Target:
+    label: str
+    base_url: str
+    server: common.ServerProcess | None = None
+
+
+def start_target(stack: ExitStack, target: str, backend: str, args: argparse.Namespace) -> Target:
+    """Start ``target`` on a fresh database of type ``backend``; stopped when ``stack`` closes."""
+    workdir = stack.enter_context(common.scratch_dir(f"bench-{target}-"))
+    if args.db_url and target == "corral":
+        db_url = args.db_url
+    elif args.upstream_db_url and target == "upstream":
+        db_url = args.upstream_db_url
+    elif backend == "postgresql":
+        db_url = stack.enter_context(common.postgresql_database(args.postgresql_server, target))
+    else:
+        db_url = f"sqlite:///{workdir / 'placement.sqlite'}"
+    if target == "corral":
+        server = common.start_corral(workdir, corral_sections(db_url), workers=args.workers,
+                                     threads=args.threads, ready_path="/placement/")
         stack.callback(server.stop)
-        results = []
+        return Target(target, server.url + "/placement", server)
+    # Upstream Placement needs psycopg2: it reads cursor.lastrowid, which psycopg 3 lacks.
+    db_url = db_url.replace("postgresql+psycopg://", "postgresql+psycopg2://", 1)
+    server = common.start_upstream_placement(workdir, args.upstream_venv, db_url,
+                                             workers=args.workers, threads=args.threads)
+    stack.callback(server.stop)
+    return Target(target, server.url, server)
+
+
+def measure(targets: list[Target], backend: str, workloads: list[Workload], repeat: int) -> list[Result]:
+    """Best of ``repeat`` runs per target and writer count, the targets taking turns.
+
+    Taking turns spreads any load from elsewhere on the machine over both
+    servers; a run that leaves a wrong final state is kept in the report
+    whatever its speed.
+    """
+    best: dict[tuple[str, int], Result] = {}
+    for round_number in range(repeat):
         for workload in workloads:
-            result = run_claims(target, backend, base_url, workload)
-            if result.other_errors:
-                result.server_log = "\n".join(server.error_lines())
-            results.append(result)
-        return results
+            for target in targets:
+                print(f"{target.label}, {workload.writers} writers, run {round_number + 1}/{repeat} ...",
+                      file=sys.stderr, flush=True)
+                result = run_claims(target.label, backend, target.base_url, workload)
+                if result.other_errors and target.server is not None:
+                    result.server_log = "\n".join(target.server.error_lines())
+                key = (target.label, workload.writers)
+                kept = best.get(key)
+                if kept is None or _worse(kept, result):
+                    best[key] = result
+    return [best[(target.label, workload.writers)] for target in targets for workload in workloads]
+
+
+def _worse(kept: Result, new: Result) -> bool:
+    if bool(kept.problems) != bool(new.problems):
+        return not kept.problems
+    return new.rate > kept.rate
 
 
 def report(results: list[Result], workload: Workload, markdown: bool) -> None:
@@ -340,6 +369,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--memory-mb", type=int, default=100 * 256, help="MEMORY_MB inventory per provider")
     parser.add_argument("--workers", type=int, default=1, help="gunicorn workers for both servers")
     parser.add_argument("--threads", type=int, default=16, help="gunicorn threads per worker for both servers")
+    parser.add_argument("--repeat", type=int, default=1, help="runs per target and writer count; the best is shown")
     parser.add_argument("--markdown", action="store_true", help="print the table as Markdown")
     return parser.parse_args(argv)
 
@@ -347,15 +377,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     workloads = [Workload(int(n), args.providers, args.vcpus, args.memory_mb) for n in args.writers.split(",")]
-    results = []
-    if args.url:
-        label = "upstream" if args.target == "upstream" else "corral"
-        results.extend(run_claims(label, args.backend, args.url, workload) for workload in workloads)
-    else:
-        targets = ["corral", "upstream"] if args.target == "both" else [args.target]
-        for target in targets:
-            print(f"running {target} on {args.backend} ...", file=sys.stderr, flush=True)
-            results.extend(run_target(target, args.backend, args, workloads))
+    with ExitStack() as stack:
+        if args.url:
+            targets = [Target("upstream" if args.target == "upstream" else "corral", args.url)]
+        else:
+            names = ["corral", "upstream"] if args.target == "both" else [args.target]
+            targets = [start_target(stack, name, args.backend, args) for name in names]
+        results = measure(targets, args.backend, workloads, args.repeat)
     report(results, workloads[0], args.markdown)
     return 1 if any(r.problems or r.other_errors for r in results) else 0
 
