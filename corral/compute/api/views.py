@@ -43,7 +43,9 @@ def image_view(state: ComputeState, req: falcon.Request, image_id: str | None) -
     return {"id": image_id, "links": [bookmark]}
 
 
-def flavor_view(state: ComputeState, req: falcon.Request, flavor: dict[str, Any]) -> dict[str, Any]:
+def flavor_view(state: ComputeState, req: falcon.Request, flavor: dict[str, Any],
+                extra_specs: bool | None = None) -> dict[str, Any]:
+    """The server's flavor; ``extra_specs`` is the policy decision when the caller already has it."""
     if not req.context.at_least(*EMBEDDED_FLAVOR):
         bookmark = links.resource_links(state, req, "flavors", flavor["flavorid"])[1]
         return {"id": flavor["flavorid"], "links": [bookmark]}
@@ -55,7 +57,9 @@ def flavor_view(state: ComputeState, req: falcon.Request, flavor: dict[str, Any]
         "swap": flavor["swap"],
         "original_name": flavor["name"],
     }
-    if util.allows(state, req, policies.SERVERS_SHOW_FLAVOR_EXTRA_SPECS):
+    if extra_specs is None:
+        extra_specs = util.allows(state, req, policies.SERVERS_SHOW_FLAVOR_EXTRA_SPECS)
+    if extra_specs:
         view["extra_specs"] = flavor.get("extra_specs") or {}
     return view
 
@@ -82,6 +86,7 @@ def full_view(
     *,
     extended: bool,
     host_status: str | None,
+    extra_specs: bool,
 ) -> dict[str, Any]:
     """One server as ``/servers/detail`` and ``GET /servers/{id}`` show it."""
     context = req.context
@@ -97,7 +102,7 @@ def full_view(
         "metadata": metadata,
         "hostId": host_id(instance["project_id"], instance.get("host")),
         "image": image_view(state, req, instance.get("image_ref")),
-        "flavor": flavor_view(state, req, instance["flavor"]),
+        "flavor": flavor_view(state, req, instance["flavor"], extra_specs),
         "created": util.iso(_when(instance["created_at"])),
         "updated": util.iso(_when(instance.get("updated_at") or instance["created_at"])),
         "addresses": {},

@@ -261,22 +261,31 @@ def _host_statuses(state: ComputeState, req: falcon.Request, instances: list[dic
     return service_domain.host_statuses(state, wanted)
 
 
+class _Policies:
+    """Per-request policy decisions for server views (checked once, not per server)."""
+
+    def __init__(self, state: ComputeState, req: falcon.Request) -> None:
+        self.extended = util.allows(state, req, policies.EXTENDED_SERVER_ATTRIBUTES)
+        self.extra_specs = util.allows(state, req, policies.SERVERS_SHOW_FLAVOR_EXTRA_SPECS)
+
+
 def _full(state: ComputeState, req: falcon.Request, instance: dict[str, Any], metadata: dict[str, str],
-          statuses: dict[tuple[str, str], str] | None) -> dict[str, Any]:
+          statuses: dict[tuple[str, str], str] | None, allowed: _Policies) -> dict[str, Any]:
     host_status = None
     if statuses is not None:
         host = instance.get("host")
         host_status = statuses.get((instance.get(instance_list.CELL_KEY) or "", host), "UNKNOWN") if host else ""
-    extended = util.allows(state, req, policies.EXTENDED_SERVER_ATTRIBUTES)
-    return views.full_view(state, req, instance, metadata, extended=extended, host_status=host_status)
+    return views.full_view(state, req, instance, metadata, extended=allowed.extended, host_status=host_status,
+                           extra_specs=allowed.extra_specs)
 
 
 def detail(state: ComputeState, req: falcon.Request, resp: falcon.Response) -> None:
     result, limit = _list(state, req, policies.SERVERS_DETAIL, policies.SERVERS_DETAIL_ALL_TENANTS, detail=True)
     statuses = _host_statuses(state, req, result.instances)
+    allowed = _Policies(state, req)
     body: dict[str, Any] = {
         "servers": [views.minimal_detail(state, req, m) for m in result.minimal]
-        + [_full(state, req, i, i.get(instance_list.METADATA_KEY, {}), statuses) for i in result.instances]
+        + [_full(state, req, i, i.get(instance_list.METADATA_KEY, {}), statuses, allowed) for i in result.instances]
     }
     next_link = _next_link(state, req, "servers/detail", [i["uuid"] for i in result.instances], limit)
     if next_link:
@@ -298,7 +307,7 @@ def show(state: ComputeState, req: falcon.Request, resp: falcon.Response, server
     instance = dict(found.instance or {})
     instance[instance_list.CELL_KEY] = found.cell.uuid if found.cell else None
     statuses = _host_statuses(state, req, [instance])
-    send_json(resp, {"server": _full(state, req, instance, found.metadata, statuses)})
+    send_json(resp, {"server": _full(state, req, instance, found.metadata, statuses, _Policies(state, req))})
 
 
 # ---------------------------------------------------------------- create
