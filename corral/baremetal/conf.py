@@ -17,7 +17,7 @@ DATABASE_OPTS = [
 DEFAULT_OPTS = [
     cfg.ListOpt(
         "enabled_hardware_types",
-        default=["fake-hardware"],
+        default=["fake-hardware", "redfish"],
         help="Hardware types conductors load and advertise.",
     ),
 ]
@@ -73,6 +73,12 @@ CONDUCTOR_OPTS = [
         help="Seconds between checks for allocations left in progress by conductors that stopped; they are "
         "taken over and finished (0 disables: such allocations then stay 'allocating').",
     ),
+    cfg.IntOpt(
+        "power_state_change_timeout",
+        default=60,
+        min=2,
+        help="Seconds to wait for the hardware to reach a requested power state.",
+    ),
     cfg.StrOpt("conductor_group", default="", help="Group of this conductor (nodes with the same group)."),
     cfg.IntOpt(
         "node_locked_retry_attempts",
@@ -102,6 +108,8 @@ FAKE_OPTS = [
 REDFISH_OPTS = [
     cfg.IntOpt("connection_attempts", default=5, min=1, help="Attempts to reach a Redfish BMC."),
     cfg.IntOpt("connection_retry_interval", default=1, min=0, help="Seconds between attempts."),
+    cfg.FloatOpt("power_poll_interval", default=1, min=0.05,
+                 help="Seconds between power state reads while waiting for a power change."),
 ]
 
 

@@ -53,4 +53,26 @@ def wait_for_state(client: Any, ident: str, provision_state: str, *, timeout: fl
         reached = node["provision_state"] == provision_state and node["reservation"] is None
         return node if reached else None
 
-    return wait_for(check, timeout=timeout)
+    try:
+        return wait_for(check, timeout=timeout)
+    except AssertionError:
+        node = client.get(f"/v1/nodes/{ident}").json()
+        shown = {key: node.get(key) for key in ("provision_state", "target_provision_state", "last_error",
+                                                  "reservation", "clean_step")}
+        raise AssertionError(f"node {ident} did not reach {provision_state!r}: {shown}") from None
+
+
+def wait_for_power(client: Any, ident: str, power_state: str, *, timeout: float = 40.0) -> dict[str, Any]:
+    """Wait until the node records ``power_state`` with no power change pending."""
+
+    def check() -> dict[str, Any] | None:
+        node = client.get(f"/v1/nodes/{ident}").json()
+        done = node["power_state"] == power_state and node["target_power_state"] is None
+        return node if done else None
+
+    try:
+        return wait_for(check, timeout=timeout)
+    except AssertionError:
+        node = client.get(f"/v1/nodes/{ident}").json()
+        shown = {key: node.get(key) for key in ("power_state", "target_power_state", "last_error", "reservation")}
+        raise AssertionError(f"node {ident} did not reach {power_state!r}: {shown}") from None

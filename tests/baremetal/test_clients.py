@@ -94,6 +94,6 @@ def test_openstacksdk_baremetal_proxy(baremetal, client_backend) -> None:
     node = proxy.set_node_provision_state(node, "provide", wait=True, timeout=60)
     assert node.provision_state == "available"
     assert [found.name for found in proxy.nodes(provision_state="available")] == ["sdk1"]
-    assert [driver.name for driver in proxy.drivers()] == ["fake-hardware"]
+    assert [driver.name for driver in proxy.drivers()] == ["fake-hardware", "redfish"]
     proxy.delete_node(node)
     assert list(proxy.nodes()) == []

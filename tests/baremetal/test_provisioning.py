@@ -169,7 +169,7 @@ def test_drivers_and_conductors(baremetal) -> None:
     client = baremetal.client()
     drivers = client.get("/v1/drivers").json()["drivers"]
     assert [(driver["name"], driver["hosts"], driver["type"]) for driver in drivers] == [
-        ("fake-hardware", ["test-conductor"], "dynamic")
+        ("fake-hardware", ["test-conductor"], "dynamic"), ("redfish", ["test-conductor"], "dynamic"),
     ]
     detail = client.get("/v1/drivers?detail=True").json()["drivers"][0]
     assert detail["default_power_interface"] == "fake"
@@ -178,5 +178,5 @@ def test_drivers_and_conductors(baremetal) -> None:
     assert client.get("/v1/drivers/nope").status_code == 404
     conductors = client.get("/v1/conductors").json()["conductors"]
     assert [(c["hostname"], c["alive"]) for c in conductors] == [("test-conductor", True)]
-    assert client.get("/v1/conductors/test-conductor").json()["drivers"] == ["fake-hardware"]
+    assert client.get("/v1/conductors/test-conductor").json()["drivers"] == ["fake-hardware", "redfish"]
     assert baremetal.client("1.48").get("/v1/conductors").status_code == 404

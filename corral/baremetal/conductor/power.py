@@ -42,7 +42,7 @@ def power_action(task: Any, target: str, timeout: int | None = None) -> None:
         if target in (states.REBOOT, states.SOFT_REBOOT) and hasattr(power, "reboot"):
             power.reboot(task, timeout=timeout)
         else:
-            power.set_power_state(task, target)
+            power.set_power_state(task, target, timeout=timeout)
     except Exception as error:  # noqa: BLE001 - recorded on the node for the operator
         LOG.warning("power action %s on node %s failed: %s", target, node["uuid"], error)
         task.update(

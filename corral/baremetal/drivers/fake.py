@@ -42,7 +42,7 @@ class FakePower(_Fake):
     def get_power_state(self, task: Any) -> str | None:
         return task.node["power_state"]
 
-    def set_power_state(self, task: Any, power_state: str) -> None:
+    def set_power_state(self, task: Any, power_state: str, timeout: int | None = None) -> None:
         time.sleep(self.conf.fake.power_delay)
 
     def get_supported_power_states(self, task: Any) -> list[str]:

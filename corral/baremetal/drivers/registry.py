@@ -13,8 +13,9 @@ from corral.core.errors import BadRequest
 
 def _known_types() -> dict[str, HardwareType]:
     from corral.baremetal.drivers.fake import FAKE_HARDWARE
+    from corral.baremetal.drivers.redfish import REDFISH
 
-    return {hw.name: hw for hw in (FAKE_HARDWARE,)}
+    return {hw.name: hw for hw in (FAKE_HARDWARE, REDFISH)}
 
 
 class DriverRegistry:
