@@ -24,7 +24,7 @@ def test_wrong_method_lists_exactly_the_served_methods(placement) -> None:
 def test_accept_must_allow_json_on_json_gets(placement) -> None:
     client = placement.client("1.39")
     refused = client.get("/resource_providers", headers={"accept": "text/plain"})
-    assert refused.status_code == 406 and "Only application/json is provided" in _detail(refused)
+    assert refused.status_code == 406 and "Only application/json is provided" in refused.text
     browser = client.get("/resource_providers",
                          headers={"accept": "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8"})
     assert browser.status_code == 200
@@ -47,3 +47,22 @@ def test_root_has_cache_headers_from_1_15(placement) -> None:
     assert "cache-control" not in placement.client("1.14").get("/").headers
     new = placement.client("1.15").get("/")
     assert new.headers["cache-control"] == "no-cache" and "last-modified" in new.headers
+
+
+def test_error_body_follows_accept(placement) -> None:
+    client = placement.client("1.39")
+    page = client.get("/no-such-thing", headers={"accept": "text/html"})
+    assert page.status_code == 404 and page.headers["content-type"].startswith("text/html")
+    assert "The resource could not be found" in page.text
+    tie = client.get("/no-such-thing", headers={"accept": "application/json, text/html"})
+    assert tie.headers["content-type"].startswith("text/html")
+    json_first = client.get("/no-such-thing", headers={"accept": "text/html;q=0.5, application/json"})
+    assert json_first.json()["errors"][0]["status"] == 404
+    plain = client.get("/resource_providers", headers={"accept": "text/plain"})
+    assert plain.status_code == 406 and plain.headers["content-type"].startswith("text/plain")
+    assert plain.text.startswith("406 Not Acceptable") and "Only application/json is provided" in plain.text
+    bad_version = placement.client("0.5").get("/", headers={"accept": "text/html"})
+    assert bad_version.status_code == 406 and "Unacceptable version header: 0.5" in bad_version.text
+    for junk in ("garbage", "text/html;q=abc", ";;;"):
+        response = client.get("/resource_providers", headers={"accept": junk})
+        assert response.status_code < 500, (junk, response.text)

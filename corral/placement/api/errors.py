@@ -9,8 +9,11 @@ generic explanation per status that upstream's clients see.
 
 from __future__ import annotations
 
+import html
+
 import falcon
 import orjson
+from falcon import mediatypes
 
 from corral.core import errors
 
@@ -59,8 +62,47 @@ def detail_text(status: int, message: str, method: str | None = None) -> str:
     return f"{explanation}\n\n {message}  "
 
 
+def _preferred_error_type(req: falcon.Request) -> str:
+    """The error body type upstream's WSGI stack picks from the Accept header.
+
+    No Accept (or ``*/*``) means JSON; otherwise the better of HTML and JSON
+    (HTML on a tie), and plain text when the client accepts neither.
+    """
+    accept = (req.get_header("accept") or "").strip()
+    if not accept or accept == "*/*":
+        return falcon.MEDIA_JSON
+    try:
+        html = mediatypes.quality("text/html", accept)
+        json = mediatypes.quality("application/json", accept)
+    except (ValueError, IndexError):
+        return falcon.MEDIA_JSON
+    if html <= 0 and json <= 0:
+        return falcon.MEDIA_TEXT
+    return falcon.MEDIA_HTML if html >= json else falcon.MEDIA_JSON
+
+
+def _status_line(status: int, title: str) -> str:
+    return f"{status} {title}"
+
+
+def _text_error(req: falcon.Request, error: errors.ApiError, media_type: str) -> tuple[bytes, str]:
+    status = _status_line(error.status, error.title)
+    if media_type == falcon.MEDIA_TEXT:
+        text = f"{status}\n\n{detail_text(error.status, error.message, req.method)}"
+        return text.encode(), "text/plain; charset=UTF-8"
+    explanation = detail_text(error.status, "", req.method)
+    page = (
+        f"<html>\n <head>\n  <title>{status}</title>\n </head>\n <body>\n  <h1>{status}</h1>\n"
+        f"  {explanation}<br /><br />\n{html.escape(error.message)}\n\n\n </body>\n</html>"
+    )
+    return page.encode(), "text/html; charset=UTF-8"
+
+
 def format_error(req: falcon.Request, error: errors.ApiError) -> tuple[bytes, str]:
     context = req.context
+    media_type = _preferred_error_type(req)
+    if media_type != falcon.MEDIA_JSON:
+        return _text_error(req, error, media_type)
     if error.status == 401:
         # noauth2/keystone refusals keep the legacy shape upstream sends.
         body = {"message": detail_text(401, error.message), "code": "401 Unauthorized", "title": "Unauthorized"}
