@@ -180,3 +180,88 @@ def test_drivers_and_conductors(baremetal) -> None:
     assert [(c["hostname"], c["alive"]) for c in conductors] == [("test-conductor", True)]
     assert client.get("/v1/conductors/test-conductor").json()["drivers"] == ["fake-hardware", "redfish"]
     assert baremetal.client("1.48").get("/v1/conductors").status_code == 404
+
+
+def test_console(baremetal) -> None:
+    client = baremetal.client()
+    create(client, name="n1")
+    assert client.get("/v1/nodes/n1/states/console").json() == {"console_enabled": False, "console_info": None}
+    response = client.put("/v1/nodes/n1/states/console", json={"enabled": True})
+    assert response.status_code == 202
+    assert response.headers["Location"] == f"{baremetal.url}/v1/nodes/n1/states/console"
+    assert client.get("/v1/nodes/n1/states/console").json() == {
+        "console_enabled": True, "console_info": {"type": "fake", "url": "fake://console"}}
+    assert client.get("/v1/nodes/n1").json()["console_enabled"] is True
+    assert client.put("/v1/nodes/n1/states/console", json={"enabled": "maybe"}).status_code == 400
+    assert client.put("/v1/nodes/n1/states/console", json={}).status_code == 400
+    client.put("/v1/nodes/n1/states/console", json={"enabled": False})
+    assert client.get("/v1/nodes/n1").json()["console_enabled"] is False
+
+
+def test_vifs_need_ports(baremetal) -> None:
+    client = baremetal.client()
+    node = create(client, name="n1")
+    assert client.get("/v1/nodes/n1/vifs").json() == {"vifs": []}
+    response = client.post("/v1/nodes/n1/vifs", json={"id": "vif-1"})
+    assert response.status_code == 400
+    assert faultstring(response) == "Unable to attach VIF vif-1, not enough free physical ports."
+    response = client.delete("/v1/nodes/n1/vifs/vif-1")
+    assert response.status_code == 400
+    assert faultstring(response) == (
+        f"Unable to detach VIF vif-1 from node {node['uuid']} because it is not attached to it."
+    )
+    assert baremetal.client("1.27").get(f"/v1/nodes/{node['uuid']}/vifs").status_code == 404
+
+
+def test_driver_change_with_reset_interfaces(baremetal) -> None:
+    client = baremetal.client()
+    create(client, name="n1")
+    response = client.patch("/v1/nodes/n1", json=[{"op": "replace", "path": "/driver", "value": "redfish"}])
+    # fake power is not a redfish power interface: without a reset the change is refused.
+    assert response.status_code == 400
+    response = client.patch("/v1/nodes/n1?reset_interfaces=True",
+                            json=[{"op": "replace", "path": "/driver", "value": "redfish"}])
+    assert response.status_code == 200, response.text
+    node = response.json()
+    assert (node["driver"], node["power_interface"], node["bios_interface"]) == ("redfish", "redfish", "redfish")
+    response = client.patch("/v1/nodes/n1?reset_interfaces=True",
+                            json=[{"op": "add", "path": "/extra/a", "value": 1}])
+    assert response.status_code == 400
+    assert faultstring(response) == (
+        "The reset_interfaces parameter can be set only when the node's driver is updated."
+    )
+    old = baremetal.client("1.44")
+    response = old.patch(f"/v1/nodes/{node['uuid']}?reset_interfaces=True",
+                         json=[{"op": "replace", "path": "/driver", "value": "fake-hardware"}])
+    assert response.status_code == 406
+    assert client.get("/v1/nodes/n1").json()["driver"] == "redfish"
+
+
+def test_restart_recovers_work_left_in_progress(baremetal) -> None:
+    from corral.baremetal.db import nodes as node_db
+
+    client = baremetal.client()
+    node = available(client)
+    # As if this conductor had stopped in the middle of a deployment.
+    node_id = _node_id(baremetal, node["uuid"])
+    baremetal.state.db.write(lambda conn: node_db.update(
+        conn, node_id,
+        {"provision_state": "deploying", "target_provision_state": "active", "reservation": "test-conductor"},
+    ))
+    baremetal.conductor.recover_after_restart()
+    recovered = client.get("/v1/nodes/n1").json()
+    assert (recovered["provision_state"], recovered["target_provision_state"]) == ("deploy failed", "active")
+    assert recovered["reservation"] is None
+    assert recovered["last_error"] == (
+        f"The deploying operation on node {node['uuid']} was interrupted because conductor test-conductor "
+        "stopped while working on it."
+    )
+    assert provision(client, "n1", "deleted").status_code == 202
+    wait_for_state(client, "n1", "available")
+
+
+def _node_id(baremetal, uuid: str) -> int:
+    from corral.baremetal.db import nodes as node_db
+
+    with baremetal.state.db.read() as conn:
+        return node_db.get(conn, uuid=uuid)["id"]

@@ -153,3 +153,24 @@ def test_redfish_without_address_cannot_be_managed(baremetal) -> None:
     )
     validation = client.get("/v1/nodes/rf2/validate").json()
     assert validation["power"]["result"] is False
+
+
+def test_power_sync_records_changes_made_outside(baremetal, emulator) -> None:
+    client = baremetal.client()
+    _redfish_node(client, emulator)
+    provision(client, "rf1", "manage")
+    wait_for_state(client, "rf1", "manageable")
+    recorded = client.get("/v1/nodes/rf1").json()["power_state"]
+    outside = "On" if recorded == "power off" else "Off"
+    reset = {"On": "On", "Off": "ForceOff"}[outside]
+    response = requests.post(f"{emulator.url}{emulator.system_path}/Actions/ComputerSystem.Reset",
+                             json={"ResetType": reset}, timeout=5)
+    assert response.status_code == 204
+    expected = {"On": "power on", "Off": "power off"}[outside]
+
+    def synced() -> bool:
+        # The emulator applies the change within seconds; each sync reads the BMC.
+        baremetal.conductor.sync_power_states()
+        return client.get("/v1/nodes/rf1").json()["power_state"] == expected
+
+    wait_for(synced, timeout=40, interval=0.5)

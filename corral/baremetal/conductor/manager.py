@@ -49,6 +49,8 @@ RPC_METHODS = frozenset(
         "inject_nmi",
         "validate_driver_interfaces",
         "set_target_raid_config",
+        "set_console_mode",
+        "get_console_information",
         "ping",
     }
 ) | allocations.RPC_METHODS
@@ -346,6 +348,26 @@ class Conductor(allocations.AllocationWork):
             except Exception as error:  # noqa: BLE001 - reported per interface
                 result[interface_type] = {"result": False, "reason": str(error)}
         return result
+
+    def set_console_mode(self, node_id: int, enabled: bool) -> None:
+        with self._locked(node_id) as task:
+            console = task.driver.console
+            if not hasattr(console, "start_console"):
+                raise BadRequest(
+                    f"Driver {task.node['driver']} does not support console (disabled or not implemented)."
+                )
+            (console.start_console if enabled else console.stop_console)(task)
+            task.update(console_enabled=enabled)
+
+    def get_console_information(self, node_id: int) -> dict[str, Any]:
+        task = Task(self, node_id, shared=True).acquire()
+        console = task.driver.console
+        if not hasattr(console, "get_console"):
+            raise BadRequest(
+                f"Driver {task.node['driver']} does not support console (disabled or not implemented)."
+            )
+        info = console.get_console(task) if task.node["console_enabled"] else None
+        return {"console_enabled": bool(task.node["console_enabled"]), "console_info": info}
 
     def set_target_raid_config(self, node_id: int, config: dict[str, Any]) -> None:
         with self._locked(node_id) as task:

@@ -68,6 +68,19 @@ class FakeManagement(_Fake):
         record(task, "management.inject_nmi")
 
 
+class FakeConsole(_Fake):
+    interface_type = "console"
+
+    def start_console(self, task: Any) -> None:
+        record(task, "console.start")
+
+    def stop_console(self, task: Any) -> None:
+        record(task, "console.stop")
+
+    def get_console(self, task: Any) -> dict[str, str]:
+        return {"type": "fake", "url": "fake://console"}
+
+
 class FakeBios(_Fake):
     interface_type = "bios"
 
@@ -189,7 +202,7 @@ FAKE_HARDWARE = HardwareType(
     supported={
         "bios": [FakeBios],
         "boot": [_simple("boot")],
-        "console": [_simple("console")],
+        "console": [FakeConsole],
         "deploy": [FakeDeploy],
         "firmware": [FakeFirmware],
         "inspect": [_simple("inspect")],

@@ -102,7 +102,33 @@ def set_raid(state: BaremetalState, req: falcon.Request, resp: falcon.Response, 
     send_empty(resp, 204)
 
 
+def list_vifs(state: BaremetalState, req: falcon.Request, resp: falcon.Response, node_ident: str) -> None:
+    node = common.find_node(state, req, node_ident)
+    common.authorize(state, req, "baremetal:node:vif:list", node)
+    # VIFs attach to a node's ports; Corral nodes have no ports.
+    send_json(resp, {"vifs": []})
+
+
+def attach_vif(state: BaremetalState, req: falcon.Request, resp: falcon.Response, node_ident: str) -> None:
+    node = common.find_node(state, req, node_ident)
+    common.authorize(state, req, "baremetal:node:vif:attach", node)
+    body = common.json_body(state, req)
+    if not isinstance(body, dict) or not isinstance(body.get("id"), str) or not body["id"]:
+        raise BadRequest("Missing mandatory parameter: id")
+    raise BadRequest(f"Unable to attach VIF {body['id']}, not enough free physical ports.")
+
+
+def detach_vif(state: BaremetalState, req: falcon.Request, resp: falcon.Response, node_ident: str,
+               vif_id: str) -> None:
+    node = common.find_node(state, req, node_ident)
+    common.authorize(state, req, "baremetal:node:vif:detach", node)
+    raise BadRequest(f"Unable to detach VIF {vif_id} from node {node['uuid']} because it is not attached to it.")
+
+
 ROUTES = [
+    Route("/v1/nodes/{node_ident}/vifs", {"GET": Endpoint(list_vifs, min_version=(1, 28)),
+                                         "POST": Endpoint(attach_vif, min_version=(1, 28))}),
+    Route("/v1/nodes/{node_ident}/vifs/{vif_id}", {"DELETE": Endpoint(detach_vif, min_version=(1, 28))}),
     Route("/v1/nodes/{node_ident}/management/boot_device", {"GET": get_boot_device, "PUT": set_boot_device}),
     Route("/v1/nodes/{node_ident}/management/boot_device/supported", {"GET": supported_boot_devices}),
     Route("/v1/nodes/{node_ident}/management/inject_nmi", {"PUT": Endpoint(inject_nmi, min_version=(1, 29))}),

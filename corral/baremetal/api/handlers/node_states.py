@@ -123,6 +123,27 @@ def unset_maintenance(state: BaremetalState, req: falcon.Request, resp: falcon.R
     common.accepted(resp, f"{views.links.base(req)}/v1/nodes/{node_ident}")
 
 
+def get_console(state: BaremetalState, req: falcon.Request, resp: falcon.Response, node_ident: str) -> None:
+    node = common.find_node(state, req, node_ident)
+    common.authorize(state, req, "baremetal:node:get_console", node)
+    send_json(resp, common.conductor_call(state, node, "get_console_information"))
+
+
+def set_console(state: BaremetalState, req: falcon.Request, resp: falcon.Response, node_ident: str) -> None:
+    node = common.find_node(state, req, node_ident)
+    common.authorize(state, req, "baremetal:node:set_console_state", node)
+    body = common.json_body(state, req)
+    if not isinstance(body, dict) or "enabled" not in body:
+        raise BadRequest("Missing mandatory parameter: enabled")
+    enabled = body["enabled"]
+    if isinstance(enabled, str):
+        enabled = {"true": True, "false": False}.get(enabled.lower(), enabled)
+    if not isinstance(enabled, bool):
+        raise BadRequest(f"Invalid value for enabled: {body['enabled']!r} is not a boolean.")
+    common.conductor_call(state, node, "set_console_mode", enabled=enabled)
+    common.accepted(resp, f"{_states_location(req, node_ident)}/console")
+
+
 def clean_steps(state: BaremetalState, req: falcon.Request, resp: falcon.Response, node_ident: str) -> None:
     """GET /v1/nodes/{node}/cleaning/steps (design: manual cleaning)."""
     node = common.find_node(state, req, node_ident)
@@ -169,6 +190,7 @@ ROUTES = [
     Route("/v1/nodes/{node_ident}/states", {"GET": get_states}),
     Route("/v1/nodes/{node_ident}/states/provision", {"PUT": set_provision_state}),
     Route("/v1/nodes/{node_ident}/states/power", {"PUT": set_power_state}),
+    Route("/v1/nodes/{node_ident}/states/console", {"GET": get_console, "PUT": set_console}),
     Route("/v1/nodes/{node_ident}/maintenance", {"PUT": set_maintenance, "DELETE": unset_maintenance}),
     Route("/v1/nodes/{node_ident}/cleaning/steps", {"GET": Endpoint(clean_steps, min_version=(1, 15))}),
 ]

@@ -255,6 +255,7 @@ def patch(state: BaremetalState, req: falcon.Request, resp: falcon.Response, nod
     common.authorize(state, req, "baremetal:node:update", node)
     operations = common.json_body(state, req)
     schemas.validate(schemas.PATCH, operations, "patch")
+    reset_interfaces = _reset_interfaces(req)
     allowed = [field for field in PATCHABLE if views.visible(field, req) and field in schemas.NODE_PROPERTIES]
     for operation in operations:
         field = operation["path"].split("/")[1]
@@ -284,8 +285,17 @@ def patch(state: BaremetalState, req: falcon.Request, resp: falcon.Response, nod
         changes["conductor_group"] = (changes["conductor_group"] or "").lower()
     if "maintenance" in changes and not changes["maintenance"]:
         changes["maintenance_reason"] = None
+    if reset_interfaces and "driver" not in changes:
+        raise BadRequest("The reset_interfaces parameter can be set only when the node's driver is updated.")
     if "driver" in changes:
         state.rpc.check_driver(changes["driver"], changes.get("conductor_group", node["conductor_group"]))
+    if reset_interfaces:
+        # Interfaces the patch does not name fall back to the new driver's defaults.
+        named = {operation["path"].split("/")[1] for operation in operations}
+        for name in INTERFACE_TYPES:
+            field = f"{name}_interface"
+            if field not in named:
+                changes[field] = None
     if any(key.endswith("_interface") for key in changes) or "driver" in changes:
         merged = {**node, **changes}
         requested = {f"{name}_interface": merged.get(f"{name}_interface") for name in INTERFACE_TYPES}
@@ -297,6 +307,15 @@ def patch(state: BaremetalState, req: falcon.Request, resp: falcon.Response, nod
         updated = node_db.get(conn, node_id=node["id"])
     assert updated is not None
     send_json(resp, _full(state, req, updated))
+
+
+def _reset_interfaces(req: falcon.Request) -> bool:
+    raw = req.get_param("reset_interfaces")
+    if raw is None:
+        return False
+    if not req.context.at_least(1, 45):
+        raise views.not_acceptable((1, 45))
+    return _boolean(raw, "reset_interfaces")
 
 
 def apply_patch(document: dict[str, Any], operations: list[dict[str, Any]]) -> dict[str, Any]:
