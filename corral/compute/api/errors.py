@@ -31,26 +31,6 @@ DEFAULT_FAULT = "computeFault"
 UNEXPECTED_MESSAGE = "Unexpected API Error. Please contact the administrator\n<class '{name}'>"
 
 
-class CellDown(errors.InternalError):
-    """A cell could not be reached and the request cannot do without it.
-
-    Rendered as upstream renders its NovaException in that case: a 500
-    computeFault naming the exception class; the detail goes to the log.
-    """
-
-    def __init__(self, detail: str) -> None:
-        super().__init__(UNEXPECTED_MESSAGE.format(name="nova.exception.NovaException"))
-        self.detail = detail
-
-
-class CellDatabaseError(errors.InternalError):
-    """A query that goes straight to a cell's database failed (no scatter-gather)."""
-
-    def __init__(self, detail: str) -> None:
-        super().__init__(UNEXPECTED_MESSAGE.format(name="oslo_db.exception.DBError"))
-        self.detail = detail
-
-
 def fault_name(status: int) -> str:
     return FAULT_NAMES.get(status, DEFAULT_FAULT)
 

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from corral.core import errors
-from corral.compute.api.errors import CellDatabaseError, CellDown
+from corral.compute.domain.exceptions import CellDatabaseError, CellDown
 from corral.compute.cells import DID_NOT_RESPOND, CellMapping, CellRegistry, is_failure
 from corral.core.db import Database
 from corral.compute.db import api_queries as q

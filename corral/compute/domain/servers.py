@@ -24,7 +24,7 @@ from corral.core import errors
 from corral.core.context import RequestContext
 from corral.core.db import Database
 from corral.compute.api import policies
-from corral.compute.api.errors import CellDown
+from corral.compute.domain.exceptions import CellDown
 from corral.compute.cells import CellMapping, CellRegistry
 from corral.compute.db import api_queries as q
 from corral.compute.db import cell_queries as cq
