@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
@@ -175,28 +176,31 @@ def resolve_request(
 # ------------------------------------------------------------------ facts
 
 
-def _usage(class_ids: Collection[int]) -> sa.Select:
+def _usage(class_ids: Collection[int] | None) -> sa.Select:
     # SELECT resource_provider_id, resource_class_id, SUM(used) AS used
-    # FROM allocations WHERE resource_class_id IN (:class_ids)
+    # FROM allocations [WHERE resource_class_id IN (:class_ids)]
     # GROUP BY resource_provider_id, resource_class_id
-    return (
-        sa.select(
-            allocations.c.resource_provider_id,
-            allocations.c.resource_class_id,
-            sa.func.sum(allocations.c.used).label("used"),
-        )
-        .where(allocations.c.resource_class_id.in_(sorted(class_ids)))
-        .group_by(allocations.c.resource_provider_id, allocations.c.resource_class_id)
+    statement = sa.select(
+        allocations.c.resource_provider_id,
+        allocations.c.resource_class_id,
+        sa.func.sum(allocations.c.used).label("used"),
     )
+    if class_ids is not None:
+        statement = statement.where(allocations.c.resource_class_id.in_(sorted(class_ids)))
+    return statement.group_by(allocations.c.resource_provider_id, allocations.c.resource_class_id)
 
 
-def inventories_of_classes(conn: Connection, groups: list[ResolvedGroup], facts: Facts) -> set[int]:
+def inventories_of_classes(
+    conn: Connection, groups: list[ResolvedGroup], facts: Facts, *, every_class: bool = False
+) -> set[int]:
     """Fill ``facts.inventory`` and ``facts.root_of`` with every inventory of a
     requested class; return the classes read for the whole cloud.
 
     The room check happens in Python (one pass over compact rows), so the
     same rows also serve the provider summaries.  A class asked for only by
     groups restricted to trees (``in_tree``) is read for those trees only.
+    With ``every_class`` (summaries show every class and no group is
+    restricted to a tree) the inventories of all classes are read at once.
 
     SELECT rp.id, rp.root_provider_id, inv.resource_class_id, inv.total, inv.reserved,
            inv.min_unit, inv.max_unit, inv.step_size, inv.allocation_ratio
@@ -217,6 +221,7 @@ def inventories_of_classes(conn: Connection, groups: list[ResolvedGroup], facts:
     if not trees_by_class:
         return set()
     whole = {rc for rc, trees in trees_by_class.items() if None in trees}
+    every_class = every_class and len(whole) == len(trees_by_class)
     class_ids = sorted(trees_by_class)
     rp = resource_providers
     statement = (
@@ -232,8 +237,9 @@ def inventories_of_classes(conn: Connection, groups: list[ResolvedGroup], facts:
             inventories.c.allocation_ratio,
         )
         .select_from(inventories.join(rp, rp.c.id == inventories.c.resource_provider_id))
-        .where(inventories.c.resource_class_id.in_(class_ids))
     )
+    if not every_class:
+        statement = statement.where(inventories.c.resource_class_id.in_(class_ids))
     if len(whole) < len(trees_by_class):
         branches = []
         if whole:
@@ -243,16 +249,28 @@ def inventories_of_classes(conn: Connection, groups: list[ResolvedGroup], facts:
                 roots = sorted(t for t in trees if t is not None)
                 branches.append(sa.and_(inventories.c.resource_class_id == rc, rp.c.root_provider_id.in_(roots)))
         statement = statement.where(sa.or_(*branches))
-    used_by = {(rp_id, rc): int(used) for rp_id, rc, used in conn.execute(_usage(class_ids))}
+    used_by = {(rp_id, rc): int(used) for rp_id, rc, used in conn.execute(_usage(None if every_class else class_ids))}
     inventory = facts.inventory
     root_of = facts.root_of
+    summary_rows = facts.summary_rows
+    seen_classes: set[int] = set()
     for rp_id, root_id, rc, total, reserved, min_unit, max_unit, step, ratio in conn.execute(statement):
         root_of[rp_id] = root_id
         rows = inventory.get(rc)
         if rows is None:
             rows = inventory[rc] = {}
-        rows[rp_id] = ((total - reserved) * ratio, used_by.get((rp_id, rc), 0), min_unit, max_unit, step)
-    return whole
+            seen_classes.add(rc)
+        capacity = (total - reserved) * ratio
+        used = used_by.get((rp_id, rc), 0)
+        rows[rp_id] = (capacity, used, min_unit, max_unit, step)
+        found = summary_rows.get(rp_id)
+        if found is None:
+            summary_rows[rp_id] = [(rc, int(capacity), used)]
+        else:
+            found.append((rc, int(capacity), used))
+    # With every class read, classes no provider has are complete too.
+    facts.every_class = every_class
+    return whole | seen_classes if every_class else whole
 
 
 def traits_and_aggregates(conn: Connection, trait_ids: Collection[int], aggregate_ids: Collection[int], facts: Facts) -> None:
@@ -324,13 +342,13 @@ def sharing_anchors(conn: Connection, sharing_ids: Collection[int], facts: Facts
 
 
 def gather_facts(
-    conn: Connection, request: CandidateRequest, groups: list[ResolvedGroup], names: Names
+    conn: Connection, request: CandidateRequest, groups: list[ResolvedGroup], names: Names, every_class: bool = False
 ) -> Facts:
     facts = Facts(inventory={}, root_of={}, traits_of={}, aggs_of={}, sharing=set(), anchors_of={})
     sharing_trait = names.traits.get(SHARING_TRAIT)
     facts.root_required = frozenset(names.traits[t] for t in request.root_required)
     facts.root_forbidden = frozenset(names.traits[t] for t in request.root_forbidden)
-    facts.complete_classes = inventories_of_classes(conn, groups, facts)
+    facts.complete_classes = inventories_of_classes(conn, groups, facts, every_class=every_class)
     trait_ids = set(facts.root_required | facts.root_forbidden)
     aggregate_ids: set[int] = set()
     for group in groups:
@@ -356,8 +374,7 @@ def gather_facts(
 # ------------------------------------------------------------- the answer
 
 
-@dataclass
-class ProviderRow:
+class ProviderRow(NamedTuple):
     uuid: str
     parent_id: int | None
     root_id: int
@@ -538,17 +555,19 @@ def _summary_inventories(
 ) -> dict[int, list[tuple[int, int, int]]]:
     """Summaries' inventories: classes read for the whole cloud come from
     ``facts``; the database is asked only for the rest."""
+    if all_classes and facts.every_class:
+        rows = facts.summary_rows
+        return {rp: rows[rp] for rp in summarised if rp in rows}
     known = facts.complete_classes if all_classes else facts.complete_classes & requested
     if all_classes:
         found = summary_inventories(conn, summarised, exclude=known)
     else:
         found = summary_inventories(conn, summarised, only=requested - known)
-    for rc in sorted(known):
-        rows = facts.inventory.get(rc, {})
-        for rp in summarised:
-            row = rows.get(rp)
-            if row is not None:
-                found.setdefault(rp, []).append((rc, int(row[0]), row[1]))
+    rows = facts.summary_rows
+    for rp in summarised:
+        for entry in rows.get(rp, ()):
+            if entry[0] in known:
+                found.setdefault(rp, []).append(entry)
     return found
 
 
@@ -567,7 +586,7 @@ def find_candidates(
     empty = Answer([], {}, [], {}, {}, {})
     if any(group.impossible for group in groups):
         return empty
-    facts = gather_facts(conn, request, groups, names)
+    facts = gather_facts(conn, request, groups, names, every_class=all_classes_in_summaries)
     per_group: dict[str, Iterable[GroupRequest]] = {}
     parent_of: dict[int, int | None] = {}
     if len(groups) == 1:

@@ -158,6 +158,10 @@ class Facts:
     root_forbidden: frozenset[int] = frozenset()
     # resource classes whose inventories were read for every provider
     complete_classes: set[int] = field(default_factory=set)
+    # provider id -> [(resource class id, capacity, used)] of the classes read
+    summary_rows: dict[int, list[tuple[int, int, int]]] = field(default_factory=dict)
+    # the inventories of every class were read (not only the requested ones)
+    every_class: bool = False
     _anchor_ok: dict[int, bool] = field(default_factory=dict)
 
     def anchor_ok(self, root: int) -> bool:
@@ -188,9 +192,11 @@ class Candidate(NamedTuple):
     allocations: tuple[tuple[tuple[int, int], int], ...]
     # (suffix, providers) in request-group order
     mappings: tuple[tuple[str, frozenset[int]], ...]
+    # the providers the allocations use
+    used: frozenset[int]
 
-    def providers(self) -> set[int]:
-        return {rp for (rp, _rc), _amount in self.allocations}
+    def providers(self) -> frozenset[int]:
+        return self.used
 
 
 def fits(row: InventoryRow, amount: int) -> bool:
@@ -290,7 +296,12 @@ def unnumbered_requests(group: ResolvedGroup, facts: Facts) -> Iterator[GroupReq
     keys = [(rc, amount) for rc, amount, _ in by_rc]
     for anchor in sorted(common):
         choices = [by_anchor[anchor] for _rc, _amount, by_anchor in by_rc]
-        for combo in itertools.product(*choices):
+        if all(len(choice) == 1 for choice in choices):
+            # One provider per class (a flat tree): no product to build.
+            combos: Iterable[tuple[int, ...]] = (tuple(choice[0] for choice in choices),)
+        else:
+            combos = itertools.product(*choices)
+        for combo in combos:
             providers = frozenset(combo)
             if check_traits and not _traits_ok(providers, group, traits_of):
                 continue
@@ -446,7 +457,7 @@ def merge_candidates(merge: Merge, per_group: dict[str, Iterable[GroupRequest]],
                 if key in seen:
                     continue
                 seen.add(key)
-            yield Candidate(anchor, allocations, mappings)
+            yield Candidate(anchor, allocations, mappings, frozenset(rp for rp, _rc in amounts))
 
 
 def _single_group(merge: Merge, requests: Iterable[GroupRequest], facts: Facts) -> Iterator[Candidate]:
@@ -462,7 +473,7 @@ def _single_group(merge: Merge, requests: Iterable[GroupRequest], facts: Facts) 
             if key in seen:
                 continue
             seen.add(key)
-        yield Candidate(anchor, allocations, ((suffix, providers),))
+        yield Candidate(anchor, allocations, ((suffix, providers),), providers)
 
 
 def _within_capacity(amounts: dict[tuple[int, int], int], inventory: dict[int, dict[int, InventoryRow]]) -> bool:
@@ -509,7 +520,7 @@ def summary_providers(candidates: list[Candidate], root_of: dict[int, int], nest
     """
     used: set[int] = set()
     for candidate in candidates:
-        used |= candidate.providers()
+        used.update(candidate.used)
     if nested_aware:
         return {root_of[rp] for rp in used}, set()
     return set(), used

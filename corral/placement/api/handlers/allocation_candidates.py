@@ -109,7 +109,7 @@ def _render_requests(answer: Answer, version: tuple[int, int]) -> list[dict[str,
     if version < DICT_ALLOCATIONS:
         return [_as_list(candidate.allocations, uuid_of, names) for candidate in answer.candidates]
     rendered = []
-    for _anchor, allocations, mappings in answer.candidates:
+    for _anchor, allocations, mappings, _used in answer.candidates:
         by_provider: dict[str, dict[str, Any]] = {}
         for (rp, rc), amount in allocations:
             uuid = uuid_of[rp]
