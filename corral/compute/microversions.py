@@ -85,6 +85,10 @@ VERSIONS = (
     "2.67",  # volume_type in block device mapping
     "2.68",  # force live migration/evacuate removed
     "2.69",  # minimal records for servers and services in cells that cannot be reached
+    "2.70",  # device tags in interface and volume attachments
+    "2.71",  # server_groups in GET /servers/{id} (minimal records too)
+    "2.72",  # ports with resource requests on boot
+    "2.73",  # locked_reason in servers; 'locked' filter on server lists
 )
 
 

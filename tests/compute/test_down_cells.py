@@ -236,6 +236,14 @@ def test_show_minimal_record(world: Fixtures) -> None:
     assert body["OS-EXT-STS:power_state"] == 0
 
 
+@pytest.mark.parametrize("version", ["2.71", "2.73", "latest"])
+def test_show_minimal_record_gains_server_groups_at_2_71(world: Fixtures, version: str) -> None:
+    body = user(world, version).get(f"/v2.1/servers/{world.servers['c2_active']}").json()["server"]
+    assert len(body) == 11 and body["server_groups"] == []
+    detail = user(world, version).get("/v2.1/servers/detail").json()["servers"]
+    assert {len(r) for r in detail if r["status"] == "UNKNOWN"} == {5}
+
+
 def test_show_boot_from_volume_and_no_requested_zone(world: Fixtures) -> None:
     body = user(world).get(f"/v2.1/servers/{world.servers['c2_bfv']}").json()["server"]
     assert body["image"] == ""

@@ -153,3 +153,16 @@ def test_actions_need_soft_deleted_state(cloud: ComputeServer) -> None:
         f"Cannot 'restore' instance {server} while it is in vm_state active"
     )
     assert client.post(f"/v2.1/servers/{server}/action", json={"reboot": {}}).status_code == 400
+
+
+def test_later_microversions_add_server_groups_and_locked_reason(cloud: ComputeServer) -> None:
+    server = cloud.boot()
+    client = cloud.client("2.73", token=USER_A)
+    shown = client.get(f"/v2.1/servers/{server}").json()["server"]
+    assert shown["server_groups"] == [] and shown["locked_reason"] is None
+    (listed,) = client.get("/v2.1/servers/detail").json()["servers"]
+    assert "server_groups" not in listed and listed["locked_reason"] is None
+    assert [s["id"] for s in client.get("/v2.1/servers?locked=false").json()["servers"]] == [server]
+    assert client.get("/v2.1/servers?locked=true").json()["servers"] == []
+    older = cloud.client("2.70", token=USER_A).get(f"/v2.1/servers/{server}").json()["server"]
+    assert "server_groups" not in older and "locked_reason" not in older

@@ -11,7 +11,7 @@ def test_version_list_is_public(compute: ComputeServer) -> None:
     versions = {v["id"]: v for v in resp.json()["versions"]}
     assert versions["v2.1"]["status"] == "CURRENT"
     assert versions["v2.1"]["min_version"] == "2.1"
-    assert versions["v2.1"]["version"] == "2.69"
+    assert versions["v2.1"]["version"] == "2.73"
     assert versions["v2.1"]["links"] == [{"rel": "self", "href": f"{compute.url}/v2.1/"}]
     assert versions["v2.0"]["version"] == ""
 
@@ -34,7 +34,7 @@ def test_version_headers_standard_legacy_and_latest(compute: ComputeServer) -> N
     legacy = compute.client("2.60", legacy=True).get("/v2.1/")
     assert legacy.headers["X-OpenStack-Nova-API-Version"] == "2.60"
     latest = compute.client("latest").get("/v2.1/")
-    assert latest.headers["OpenStack-API-Version"] == "compute 2.69"
+    assert latest.headers["OpenStack-API-Version"] == "compute 2.73"
     assert "OpenStack-API-Version" in latest.headers["Vary"]
     assert "X-OpenStack-Nova-API-Version" in latest.headers["Vary"]
 
@@ -45,7 +45,7 @@ def test_unsupported_version_is_406_compute_fault(compute: ComputeServer) -> Non
     assert resp.json() == {
         "computeFault": {
             "code": 406,
-            "message": "Version 2.999 is not supported by the API. Minimum is 2.1 and maximum is 2.69.",
+            "message": "Version 2.999 is not supported by the API. Minimum is 2.1 and maximum is 2.73.",
         }
     }
     assert resp.headers["OpenStack-API-Version"] == "compute 2.999"

@@ -28,6 +28,8 @@ HOST_STATUS = (2, 16)
 DESCRIPTION = (2, 19)
 TAGS = (2, 26)
 TRUSTED_CERTS = (2, 63)
+SERVER_GROUPS = (2, 71)
+LOCKED_REASON = (2, 73)
 
 
 def _when(value: Any) -> Any:
@@ -87,8 +89,9 @@ def full_view(
     extended: bool,
     host_status: str | None,
     extra_specs: bool,
+    single: bool = False,
 ) -> dict[str, Any]:
-    """One server as ``/servers/detail`` and ``GET /servers/{id}`` show it."""
+    """One server as ``/servers/detail`` and (``single``) ``GET /servers/{id}`` show it."""
     context = req.context
     status = states.status_of(instance["vm_state"], instance["task_state"])
     launched = _when(instance.get("launched_at"))
@@ -152,6 +155,11 @@ def full_view(
         view["tags"] = []
     if context.at_least(*TRUSTED_CERTS):
         view["trusted_image_certificates"] = None
+    if context.at_least(*LOCKED_REASON):
+        view["locked_reason"] = None
+    if single and context.at_least(*SERVER_GROUPS):
+        # Corral has no server groups.
+        view["server_groups"] = []
     return view
 
 
@@ -182,7 +190,7 @@ def minimal_show(state: ComputeState, req: falcon.Request, mapping: Any, spec: d
     if not req.context.at_least(*EMBEDDED_FLAVOR):
         # Minimal records only exist from 2.69 on, where the flavor is embedded.
         raise AssertionError("minimal show below 2.69")
-    return {
+    view = {
         "id": mapping.instance_uuid,
         "status": states.UNKNOWN_STATUS,
         "tenant_id": mapping.project_id,
@@ -194,3 +202,6 @@ def minimal_show(state: ComputeState, req: falcon.Request, mapping: Any, spec: d
         "OS-EXT-AZ:availability_zone": spec.get("availability_zone") or states.UNKNOWN_STATUS,
         "OS-EXT-STS:power_state": states.NOSTATE,
     }
+    if req.context.at_least(*SERVER_GROUPS):
+        view["server_groups"] = []
+    return view

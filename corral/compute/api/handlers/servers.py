@@ -30,6 +30,7 @@ _USER_FILTERS: list[tuple[tuple[int, int], tuple[str, ...]]] = [
     ((2, 5), ("ip6",)),
     ((2, 26), ("tags", "tags-any", "not-tags", "not-tags-any")),
     ((2, 66), ("changes-before",)),
+    ((2, 73), ("locked",)),
 ]
 # Filters that select on a column directly (admins only, unless listed above).
 _EXACT_FILTERS = {
@@ -107,7 +108,7 @@ def _parse_time(value: str, name: str) -> datetime.datetime:
 def _allowed_user_filters(req: falcon.Request) -> set[str]:
     allowed: set[str] = set()
     for version, names in _USER_FILTERS:
-        if req.context.at_least(*version) or version == (2, 1):
+        if req.context.at_least(*version):
             allowed.update(names)
     return allowed
 
@@ -165,6 +166,8 @@ def _filters(req: falcon.Request, options: dict[str, list[str]], all_tenants: bo
             filters.exact["image_ref"] = _last_segment(value)
         elif name == "flavor":
             filters.exact["flavorid"] = _last_segment(value)
+        elif name == "locked":
+            filters.exact["locked"] = util.parse_bool(value, "locked")
         elif name == "power_state":
             filters.exact["power_state"] = util.parse_int(value, "power_state")
         elif name == "status":
@@ -270,13 +273,13 @@ class _Policies:
 
 
 def _full(state: ComputeState, req: falcon.Request, instance: dict[str, Any], metadata: dict[str, str],
-          statuses: dict[tuple[str, str], str] | None, allowed: _Policies) -> dict[str, Any]:
+          statuses: dict[tuple[str, str], str] | None, allowed: _Policies, single: bool = False) -> dict[str, Any]:
     host_status = None
     if statuses is not None:
         host = instance.get("host")
         host_status = statuses.get((instance.get(instance_list.CELL_KEY) or "", host), "UNKNOWN") if host else ""
     return views.full_view(state, req, instance, metadata, extended=allowed.extended, host_status=host_status,
-                           extra_specs=allowed.extra_specs)
+                           extra_specs=allowed.extra_specs, single=single)
 
 
 def detail(state: ComputeState, req: falcon.Request, resp: falcon.Response) -> None:
@@ -307,7 +310,7 @@ def show(state: ComputeState, req: falcon.Request, resp: falcon.Response, server
     instance = dict(found.instance or {})
     instance[instance_list.CELL_KEY] = found.cell.uuid if found.cell else None
     statuses = _host_statuses(state, req, [instance])
-    send_json(resp, {"server": _full(state, req, instance, found.metadata, statuses, _Policies(state, req))})
+    send_json(resp, {"server": _full(state, req, instance, found.metadata, statuses, _Policies(state, req), single=True)})
 
 
 # ---------------------------------------------------------------- create
