@@ -98,3 +98,39 @@ def test_update_one_inventory_checks_in_upstream_order(placement) -> None:
     assert "No inventory record with resource class for resource provider" in _detail(absent)
     unknown = client.put(f"{base}/CUSTOM_NOPE", json={"resource_provider_generation": 1, "total": 4})
     assert unknown.status_code == 404 and "No such resource class CUSTOM_NOPE" in _detail(unknown)
+
+
+def test_only_the_written_inventory_is_checked_at_this_microversion(placement) -> None:
+    rp = _provider(placement)
+    base = f"/resource_providers/{rp}/inventories"
+    # Reserved equal to total is fine from 1.26 on ...
+    full = placement.client("1.26").post(base, json={"resource_class": "MEMORY_MB", "total": 8, "reserved": 8})
+    assert full.status_code == 201
+    # ... and does not stop older clients writing other classes; a stale generation in a POST is ignored.
+    old = placement.client("1.0")
+    added = old.post(base, json={"resource_class": "DISK_GB", "total": 8, "resource_provider_generation": 99})
+    assert added.status_code == 201, added.text
+    assert added.json()["resource_provider_generation"] == 2
+    assert old.post(base, json={"resource_class": "VCPU", "total": 8}).status_code == 201
+    updated = old.put(f"{base}/VCPU", json={"total": 16, "resource_provider_generation": 3})
+    assert updated.status_code == 200, updated.text
+    assert old.delete(f"{base}/DISK_GB").status_code == 204
+
+
+def test_more_upstream_wording(placement) -> None:
+    client = placement.client("1.20")
+    rp = _provider(placement, "first")
+    _provider(placement, "second")
+    renamed = client.put(f"/resource_providers/{rp}", json={"name": "second"})
+    assert renamed.status_code == 409 and "Conflicting resource provider second already exists." in _detail(renamed)
+    broken = client.post("/resource_providers", data=b"{", headers={"content-type": "application/json"})
+    assert broken.status_code == 400
+    assert "Malformed JSON: Expecting property name enclosed in double quotes" in _detail(broken)
+    flat = client.post("/resource_providers", json={})
+    # Upstream's text bodies carry the message on one line.
+    assert "\n" not in _detail(flat).split("\n\n", 1)[1]
+    unknown = client.delete(f"/resource_providers/{rp}/inventories/NOPE")
+    assert unknown.status_code == 404
+    assert "No inventory of class NOPE found for delete: No such resource class NOPE." in _detail(unknown)
+    too_early = placement.client("1.4").delete(f"/resource_providers/{rp}/inventories")
+    assert too_early.status_code == 405 and "allow" not in too_early.headers

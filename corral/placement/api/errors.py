@@ -10,6 +10,7 @@ generic explanation per status that upstream's clients see.
 from __future__ import annotations
 
 import html
+import re
 
 import falcon
 import orjson
@@ -57,9 +58,22 @@ def detail_text(status: int, message: str, method: str | None = None) -> str:
         explanation = f"The method {method} is not allowed for this resource."
     if not message:
         return explanation
+    message = flatten(message)
     if not explanation:
         return message
     return f"{explanation}\n\n {message}  "
+
+
+_BREAK = re.compile(r"<br.*?>", re.I | re.S)
+_COMMENT = re.compile(r"<!--|-->")
+_TAG = re.compile(r"<.*?>", re.S)
+
+
+def flatten(message: str) -> str:
+    """A message as upstream's text bodies carry it: one line, markup removed."""
+    message = message.replace("\n", " ").replace("\r", "")
+    message = _BREAK.sub("\n", message)
+    return _TAG.sub("", _COMMENT.sub("", message))
 
 
 def _preferred_error_type(req: falcon.Request) -> str:

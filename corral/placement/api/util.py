@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime
 import email.utils
+import json
 from collections.abc import Iterable
 from typing import Any
 
@@ -26,7 +27,16 @@ def json_body(state: PlacementState, req: falcon.Request, schema: VersionedSchem
         raise errors.UnsupportedMediaType(
             f"The media type {req.content_type or 'None'} is not supported, use application/json"
         )
-    body = parse_json(read_body(req, state.conf.api.max_request_body_size))
+    raw = read_body(req, state.conf.api.max_request_body_size)
+    try:
+        body = parse_json(raw)
+    except errors.BadRequest:
+        # Upstream's message is the standard library decoder's.
+        try:
+            json.loads(raw)
+        except ValueError as problem:
+            raise errors.BadRequest(f"Malformed JSON: {problem}") from None
+        raise
     if schema is not None:
         schema.validate(body, req.context.version)
     return body

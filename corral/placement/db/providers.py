@@ -157,7 +157,7 @@ def rename(conn: Connection, provider: Provider, name: str, now: datetime.dateti
         if not is_duplicate(error):
             raise
         raise errors.Conflict(
-            f"Conflicting resource provider name: {name} already exists.", code=codes.DUPLICATE_NAME
+            f"Conflicting resource provider {name} already exists.", code=codes.DUPLICATE_NAME
         ) from None
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import Any
 
 import falcon
@@ -58,13 +58,20 @@ def _replace(
     new: dict[str, Inventory],
     generation: int | None,
     action: str = "update",
+    changed: Collection[str] | None = None,
 ) -> int:
-    """Validate and store ``new`` as the provider's whole inventory; the new generation."""
+    """Validate and store ``new`` as the provider's whole inventory; the new generation.
+
+    Only the ``changed`` classes (all when None) have their capacity checked
+    at this request's microversion: records written earlier, under another
+    microversion's rule, stay as they are.
+    """
     # Upstream's order: a stale generation, then capacity, then unknown classes.
     now = util.utcnow()
     new_generation = providers.bump_generation(conn, provider.id, generation, now)
     for name, inventory in new.items():
-        rules.check_capacity(provider.uuid, name, inventory, _version(req), action)
+        if changed is None or name in changed:
+            rules.check_capacity(provider.uuid, name, inventory, _version(req), action)
     class_ids = _class_ids(state, conn, provider, list(new))
     rules.check_in_use(
         provider.uuid,
@@ -115,7 +122,7 @@ def create_inventory(state: PlacementState, req: falcon.Request, resp: falcon.Re
                 f"Update conflict: Inventory for '{name}' on resource provider '{uuid}' already exists."
             )
         # Like upstream, a generation in the body is accepted but not compared.
-        return _replace(state, conn, req, provider, {**current, name: added}, None, action="create")
+        return _replace(state, conn, req, provider, {**current, name: added}, None, action="create", changed={name})
 
     generation = state.db.write(work)
     util.set_location(req, resp, f"/resource_providers/{uuid}/inventories/{name}")
@@ -160,7 +167,7 @@ def update_inventory(
                 f"No inventory of class {resource_class} found."
             )
         new = {**current, resource_class: changed}
-        return _replace(state, conn, req, provider, new, body["resource_provider_generation"])
+        return _replace(state, conn, req, provider, new, body["resource_provider_generation"], changed=())
 
     generation = state.db.write(work)
     util.send_cacheable(req, resp, _one_body(changed, generation), util.utcnow())
@@ -176,10 +183,12 @@ def delete_inventory(
         current = inventories.for_provider(conn, provider.id)
         if resource_class not in current:
             missing = f"No inventory of class {resource_class} found for delete"
+            if not catalog.ids_by_name(conn, catalog.RESOURCE_CLASSES, [resource_class], state.standard_classes):
+                raise errors.NotFound(f"{missing}: No such resource class {resource_class}.")
             raise errors.NotFound(f"{missing}: {missing}")
         rest = {name: inv for name, inv in current.items() if name != resource_class}
         try:
-            _replace(state, conn, req, provider, rest, None)
+            _replace(state, conn, req, provider, rest, None, changed=())
         except rules.InventoryInUse as problem:
             # Upstream's wording; its code here is placement.concurrent_update, which
             # invites a retry that cannot succeed, so this keeps the in-use code.
@@ -197,7 +206,7 @@ def delete_inventories(state: PlacementState, req: falcon.Request, resp: falcon.
 
     def work(conn: Connection) -> None:
         provider = providers.get_or_404(conn, uuid)
-        _replace(state, conn, req, provider, {}, None)
+        _replace(state, conn, req, provider, {}, None, changed=())
 
     state.db.write(work)
     send_empty(resp)
@@ -205,8 +214,7 @@ def delete_inventories(state: PlacementState, req: falcon.Request, resp: falcon.
 
 def _delete_all_not_yet(state: PlacementState, req: falcon.Request, resp: falcon.Response, uuid: str) -> None:
     # Upstream answers 405 (not 404) before the method existed.
-    raise errors.MethodNotAllowed("The method specified is not allowed for this resource.",
-                                  headers={"allow": "GET, POST, PUT"})
+    raise errors.MethodNotAllowed("The method specified is not allowed for this resource.")
 
 
 ROUTES = [
