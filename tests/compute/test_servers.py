@@ -166,3 +166,16 @@ def test_later_microversions_add_server_groups_and_locked_reason(cloud: ComputeS
     assert client.get("/v2.1/servers?locked=true").json()["servers"] == []
     older = cloud.client("2.70", token=USER_A).get(f"/v2.1/servers/{server}").json()["server"]
     assert "server_groups" not in older and "locked_reason" not in older
+
+
+def test_bad_input_is_400_never_500(cloud: ComputeServer) -> None:
+    client = cloud.client("2.69")
+    server = {"name": "x", "flavorRef": "1", "imageRef": IMAGE, "networks": "none"}
+    for body in ({"server": {**server, "min_count": "0"}}, {"server": {**server, "min_count": 3, "max_count": 2}},
+                 {"server": {**server, "networks": "bogus"}}, {"server": []}, []):
+        assert client.post("/v2.1/servers", json=body).status_code == 400, body
+    for query in ("limit=abc", "limit=-1", "sort_key=bogus", "sort_dir=up", "changes-since=garbage",
+                  "all_tenants=maybe", "deleted=maybe", "power_state=x", "launch_index=x"):
+        assert client.get(f"/v2.1/servers/detail?{query}").status_code == 400, query
+    malformed = client.post("/v2.1/servers", data="not json", headers={"Content-Type": "application/json"})
+    assert malformed.status_code == 400

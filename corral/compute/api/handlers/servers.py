@@ -158,7 +158,9 @@ def _filters(req: falcon.Request, options: dict[str, list[str]], all_tenants: bo
         filters.project_id = project[-1] if project else None
     for name, values in options.items():
         value = values[-1]
-        if name in _EXACT_FILTERS:
+        if name == "launch_index":
+            filters.exact["launch_index"] = util.parse_int(value, name)
+        elif name in _EXACT_FILTERS:
             filters.exact[_EXACT_FILTERS[name]] = value
         elif name == "name":
             filters.name_contains = value
@@ -343,6 +345,8 @@ def _boot_request(state: ComputeState, req: falcon.Request, body: dict[str, Any]
     zone, forced_host = _zone_and_host(state, req, server.get("availability_zone"))
     min_count = int(server.get("min_count", 1))
     max_count = int(server.get("max_count", min_count))
+    if min_count < 1 or max_count < 1:
+        raise errors.BadRequest("min_count and max_count must be at least 1")
     if min_count > max_count:
         raise errors.BadRequest("min_count must be <= max_count")
     hints = body.get("os:scheduler_hints") or body.get("OS-SCH-HNT:scheduler_hints") or {}
