@@ -245,3 +245,16 @@ def test_full_worker_pool_answers_503_and_changes_nothing(baremetal) -> None:
         release.set()
         conductor.pool.stop()
         conductor.pool = original
+
+
+def test_step_that_never_finishes_times_out(baremetal) -> None:
+    client = baremetal.client()
+    manageable(client)
+    baremetal.conf.set_override("clean_callback_timeout", 1, group="conductor")
+    try:
+        clean(client, [{"interface": "deploy", "step": "burnin_cpu", "args": {"duration": 600}}])
+        failed = wait_for_state(client, "n1", "clean failed")
+    finally:
+        baremetal.conf.clear_override("clean_callback_timeout", group="conductor")
+    assert failed["last_error"].startswith("Timeout reached while cleaning the node.")
+    assert "burnin_cpu" in failed["last_error"]

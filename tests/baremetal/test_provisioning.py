@@ -265,3 +265,24 @@ def _node_id(baremetal, uuid: str) -> int:
 
     with baremetal.state.db.read() as conn:
         return node_db.get(conn, uuid=uuid)["id"]
+
+
+def test_raid_bios_and_driver_properties(baremetal) -> None:
+    client = baremetal.client()
+    node = manageable(client)
+    config = {"logical_disks": [{"size_gb": 100, "raid_level": "1", "is_root_volume": True}]}
+    assert client.put("/v1/nodes/n1/states/raid", json=config).status_code == 204
+    assert client.get("/v1/nodes/n1/states").json()["target_raid_config"] == config
+    assert client.put("/v1/nodes/n1/states/raid", json={"logical_disks": "all"}).status_code == 400
+    assert baremetal.client("1.11").put(f"/v1/nodes/{node['uuid']}/states/raid", json=config).status_code == 405
+    provision(client, "n1", "clean", clean_steps=[
+        {"interface": "bios", "step": "apply_configuration", "args": {"settings": [{"name": "a", "value": "b"}]}}])
+    wait_for_state(client, "n1", "manageable", changed_since=node["provision_updated_at"])
+    setting = client.get("/v1/nodes/n1/bios/a").json()["a"]
+    assert (setting["name"], setting["value"]) == ("a", "b")
+    assert client.get("/v1/nodes/n1/bios/missing").status_code == 404
+    assert client.get(f"/v1/nodes/validate?node={node['uuid']}").json()["power"] == {"result": True}
+    assert client.get("/v1/nodes/validate").status_code == 400
+    properties = client.get("/v1/drivers/redfish/properties").json()
+    assert "redfish_address" in properties
+    assert client.get("/v1/drivers/fake-hardware/properties").json() == {}
