@@ -258,3 +258,22 @@ def test_step_that_never_finishes_times_out(baremetal) -> None:
         baremetal.conf.clear_override("clean_callback_timeout", group="conductor")
     assert failed["last_error"].startswith("Timeout reached while cleaning the node.")
     assert "burnin_cpu" in failed["last_error"]
+
+
+def test_full_worker_pool_leaves_power_unchanged(baremetal) -> None:
+    client = baremetal.client()
+    create(client, name="n1")
+    conductor = baremetal.conductor
+    original = conductor.pool
+    release = threading.Event()
+    conductor.pool = WorkerPool(1, name="tiny")
+    try:
+        conductor.pool.submit(release.wait)
+        response = client.put("/v1/nodes/n1/states/power", json={"target": "power on"})
+        assert response.status_code == 503
+        node = client.get("/v1/nodes/n1").json()
+        assert (node["power_state"], node["target_power_state"], node["reservation"]) == (None, None, None)
+    finally:
+        release.set()
+        conductor.pool.stop()
+        conductor.pool = original

@@ -158,11 +158,12 @@ class Conductor(allocations.AllocationWork):
     # --------------------------------------------------------- spawn
 
     def spawn(self, task: Task, work: Callable[..., None], *args: Any, event: str | None = None,
-              action: str | None = None, **event_values: Any) -> None:
+              action: str | None = None, prepare: Callable[[], None] | None = None, **event_values: Any) -> None:
         """Run ``work(task, *args)`` in the pool after moving the node with ``event``.
 
-        The node's lock passes to the worker, which releases it.  A full
-        pool leaves the node unchanged (503).
+        ``prepare`` (node changes that announce the work) runs once a worker
+        is reserved.  The node's lock passes to the worker, which releases
+        it.  A full pool leaves the node unchanged (503).
         """
         go = threading.Event()
         cancelled = threading.Event()
@@ -186,6 +187,8 @@ class Conductor(allocations.AllocationWork):
         try:
             if event is not None:
                 task.process_event(event, action=action, **event_values)
+            if prepare is not None:
+                prepare()
         except BaseException:
             cancelled.set()
             go.set()
@@ -229,8 +232,8 @@ class Conductor(allocations.AllocationWork):
             task.release()
             raise BadRequest(f"Failed to validate power interface for node {task.node['uuid']}: {error}") from None
         try:
-            task.update(target_power_state=power.FINAL_STATES[target], last_error=None)
-            self.spawn(task, power.power_action, target, timeout)
+            self.spawn(task, power.power_action, target, timeout, prepare=lambda: task.update(
+                target_power_state=power.FINAL_STATES[target], last_error=None))
         except BaseException:
             task.release()
             raise
@@ -259,7 +262,7 @@ class Conductor(allocations.AllocationWork):
             return False
         if event == "abort":
             return self._abort(task, action)
-        if event in ("deploy", "rebuild", "delete", "rescue") and task.node["protected"] and event != "rescue":
+        if event in ("rebuild", "delete") and task.node["protected"]:
             raise rules.NodeProtected(
                 f"Node {task.node['uuid']} is protected and cannot be undeployed, rebuilt or deleted"
             )
