@@ -73,3 +73,33 @@ def test_inventory_in_use_names_every_class_in_class_order(placement) -> None:
     assert delete_one.status_code == 409
     assert f"Unable to delete inventory of class VCPU: Inventory for 'VCPU' on resource provider '{rp}'" in _detail(
         delete_one)
+
+
+def test_project_and_user_are_refused_before_1_8(placement) -> None:
+    rp = _provider_with_inventory(placement)
+    body = {"allocations": [{"resource_provider": {"uuid": rp}, "resources": {"VCPU": 1}}],
+            "project_id": "p", "user_id": "u"}
+    early = placement.client("1.7").put(f"/allocations/{uuid.uuid4()}", json=body)
+    assert early.status_code == 400 and "Additional properties are not allowed" in _detail(early)
+    assert placement.client("1.8").put(f"/allocations/{uuid.uuid4()}", json=body).status_code == 204
+
+
+def test_mappings_follow_upstreams_schema(placement) -> None:
+    rp = _provider_with_inventory(placement)
+    client = placement.client("1.34")
+    body = {"allocations": {rp: {"resources": {"VCPU": 1}}}, "project_id": "p", "user_id": "u",
+            "consumer_generation": None, "mappings": {}}
+    assert client.put(f"/allocations/{uuid.uuid4()}", json=body).status_code == 400
+    body["mappings"] = {"group-1": [rp, rp]}
+    assert client.put(f"/allocations/{uuid.uuid4()}", json=body).status_code == 204
+
+
+def test_stale_consumer_generation_message_says_none(placement) -> None:
+    rp = _provider_with_inventory(placement)
+    client = placement.client("1.28")
+    consumer = str(uuid.uuid4())
+    body = {"allocations": {rp: {"resources": {"VCPU": 1}}}, "project_id": "p", "user_id": "u",
+            "consumer_generation": None}
+    assert client.put(f"/allocations/{consumer}", json=body).status_code == 204
+    again = client.put(f"/allocations/{consumer}", json=body)
+    assert again.status_code == 409 and "consumer generation conflict - expected 1 but got None" in _detail(again)

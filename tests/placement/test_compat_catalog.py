@@ -92,3 +92,38 @@ def test_inventory_stale_generation_wins_over_bad_capacity(placement) -> None:
     assert response.status_code == 409
     missing = placement.client("1.20").put(f"/resource_providers/{uuid.uuid4()}/inventories", json=[])
     assert missing.status_code == 404
+
+
+def test_provider_traits_accept_repeats_and_report_unknown_names(placement) -> None:
+    rp = _provider(placement)
+    client = placement.client("1.6")
+    assert client.put("/traits/CUSTOM_A").status_code == 201
+    repeated = client.put(f"/resource_providers/{rp}/traits",
+                          json={"traits": ["CUSTOM_A", "CUSTOM_A"], "resource_provider_generation": 0})
+    assert repeated.status_code == 200 and repeated.json()["traits"] == ["CUSTOM_A"]
+    lower = client.put(f"/resource_providers/{rp}/traits", json={"traits": ["lower"], "resource_provider_generation": 1})
+    assert lower.status_code == 400 and "No such trait lower" in _detail(lower)
+    missing = client.get("/traits/CUSTOM_B")
+    assert missing.status_code == 404 and "No such trait(s): CUSTOM_B." in _detail(missing)
+
+
+def test_renaming_a_class_to_its_own_name_is_fine(placement) -> None:
+    client = placement.client("1.2")
+    assert client.post("/resource_classes", json={"name": "CUSTOM_Y"}).status_code == 201
+    same = client.put("/resource_classes/CUSTOM_Y", json={"name": "CUSTOM_Y"})
+    assert same.status_code == 200 and same.json()["name"] == "CUSTOM_Y"
+
+
+def test_bare_404_has_no_repeated_detail(placement) -> None:
+    too_early = placement.client("1.5").get("/traits")
+    assert too_early.status_code == 404
+    assert _detail(too_early) == "The resource could not be found.\n\n   "
+
+
+def test_usage_consumer_type_pattern_is_upstreams(placement) -> None:
+    client = placement.client("1.38")
+    bad = client.get("/usages?project_id=p&consumer_type=bad")
+    assert bad.status_code == 400 and "'^[A-Z0-9_]+$|^all|^unknown$'" in _detail(bad)
+    # Upstream's "^all" is not anchored at the end: such a type just matches nothing.
+    loose = client.get("/usages?project_id=p&consumer_type=allx")
+    assert loose.status_code == 200 and loose.json()["usages"] == {}

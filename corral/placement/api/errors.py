@@ -56,8 +56,11 @@ def detail_text(status: int, message: str, method: str | None = None) -> str:
     if status == 405 and method:
         # Upstream's 405 explanation names the refused method.
         explanation = f"The method {method} is not allowed for this resource."
+    if message == explanation:
+        # A bare refusal (no route, no such version): upstream adds no detail.
+        message = ""
     if not message:
-        return explanation
+        return f"{explanation}\n\n   " if explanation else ""
     message = flatten(message)
     if not explanation:
         return message

@@ -97,7 +97,7 @@ def check_generation(request: ConsumerAllocations, current: int | None) -> None:
             code=codes.CONCURRENT_UPDATE,
         )
     if current is not None and request.generation != current:
-        got = "null" if request.generation is None else request.generation
+        got = request.generation  # upstream prints a missing one as None
         raise errors.Conflict(
             f"consumer generation conflict - expected {current} but got {got}",
             code=codes.CONCURRENT_UPDATE,

@@ -67,7 +67,7 @@ def rename_class(state: PlacementState, req: falcon.Request, resp: falcon.Respon
             raise _not_found(name)
         if name in state.standard_classes:
             raise errors.BadRequest(f"Cannot update standard resource class {name}")
-        if catalog.get_id(conn, resource_classes, new_name) is not None:
+        if new_name != name and catalog.get_id(conn, resource_classes, new_name) is not None:
             raise errors.Conflict(f"Resource class already exists: {new_name}")
         # UPDATE resource_classes SET name = :new_name, updated_at = :now WHERE id = :id
         conn.execute(

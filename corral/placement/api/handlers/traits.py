@@ -64,7 +64,7 @@ def show_trait(state: PlacementState, req: falcon.Request, resp: falcon.Response
     util.authorize(state, req, "placement:traits:show")
     with state.db.read() as conn:
         if catalog.get_id(conn, traits, name) is None:
-            raise errors.NotFound(f"No such trait(s): {name}")
+            raise errors.NotFound(f"No such trait(s): {name}.")
     if req.context.at_least(*util.LAST_MODIFIED):
         resp.set_header("last-modified", util.http_date(None))
         resp.set_header("cache-control", "no-cache")
@@ -93,7 +93,7 @@ def delete_trait(state: PlacementState, req: falcon.Request, resp: falcon.Respon
     def work(conn: Connection) -> None:
         ident = catalog.get_id(conn, traits, name)
         if ident is None:
-            raise errors.NotFound(f"No such trait(s): {name}")
+            raise errors.NotFound(f"No such trait(s): {name}.")
         if name in state.standard_traits:
             raise errors.BadRequest(f"Cannot delete standard trait {name}.")
         if provider_traits.in_use(conn, ident):
@@ -120,7 +120,7 @@ def show_provider_traits(state: PlacementState, req: falcon.Request, resp: falco
 def replace_provider_traits(state: PlacementState, req: falcon.Request, resp: falcon.Response, uuid: str) -> None:
     util.authorize(state, req, "placement:resource_providers:traits:update")
     body = util.json_body(state, req, state.schema("provider_traits.put"))
-    wanted = body["traits"]
+    wanted = list(dict.fromkeys(body["traits"]))  # upstream accepts repeats
     now = util.utcnow()
 
     def work(conn: Connection) -> tuple[list[str], int]:

@@ -25,7 +25,8 @@ _QUERY_1_38 = {
     **_QUERY,
     "properties": {
         **_QUERY["properties"],
-        "consumer_type": {"type": "string", "pattern": "^([A-Z0-9_]+|all|unknown)$", "maxLength": 255},
+        # Upstream's pattern, loose ends included ("^all" has no "$").
+        "consumer_type": {"type": "string", "pattern": "^[A-Z0-9_]+$|^all|^unknown$", "minLength": 1, "maxLength": 255},
     },
 }
 

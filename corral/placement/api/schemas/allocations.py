@@ -20,10 +20,11 @@ _RESOURCES = {
 }
 _EXTERNAL_ID = {"type": "string", "minLength": 1, "maxLength": 255}
 _CONSUMER_TYPE = {"type": "string", "pattern": "^[A-Z0-9_]+$", "minLength": 1, "maxLength": 255}
+# As upstream: the group-name pattern is unanchored and other keys are not refused.
 _MAPPINGS = {
     "type": "object",
-    "patternProperties": {"^[a-zA-Z0-9_-]{0,64}$": {"type": "array", "items": UUID, "minItems": 1, "uniqueItems": True}},
-    "additionalProperties": False,
+    "minProperties": 1,
+    "patternProperties": {"[a-zA-Z0-9_-]{1,64}": {"type": "array", "minItems": 1, "items": UUID}},
 }
 
 _LIST_FORM = {
@@ -64,13 +65,13 @@ def _dict_form(min_properties: int) -> dict[str, Any]:
 
 def consumer_section(version: tuple[int, int]) -> dict[str, Any]:
     """The body of PUT /allocations/{consumer} (and one consumer of POST) at ``version``."""
-    properties: dict[str, Any] = {"project_id": _EXTERNAL_ID, "user_id": _EXTERNAL_ID}
     required = ["allocations"]
-    if version < (1, 12):
-        properties["allocations"] = _LIST_FORM
-    else:
-        properties["allocations"] = _dict_form(0 if version >= (1, 28) else 1)
+    properties: dict[str, Any] = {
+        "allocations": _LIST_FORM if version < (1, 12) else _dict_form(0 if version >= (1, 28) else 1)
+    }
+    # Before 1.8 the project and user are not part of the body at all.
     if version >= (1, 8):
+        properties.update(project_id=_EXTERNAL_ID, user_id=_EXTERNAL_ID)
         required += ["project_id", "user_id"]
     if version >= (1, 28):
         properties["consumer_generation"] = {"type": ["integer", "null"]}

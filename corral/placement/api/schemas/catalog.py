@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from corral.placement.api.schemas.common import CUSTOM_RESOURCE_CLASS, GENERATION, TRAIT_NAME
+from corral.placement.api.schemas.common import CUSTOM_RESOURCE_CLASS, GENERATION
 
 RESOURCE_CLASS = [
     (
@@ -24,7 +24,8 @@ PROVIDER_TRAITS = [
         {
             "type": "object",
             "properties": {
-                "traits": {"type": "array", "items": TRAIT_NAME, "uniqueItems": True},
+                # Upstream checks only the length here; unknown names are a 400 later.
+                "traits": {"type": "array", "items": {"type": "string", "minLength": 1, "maxLength": 255}},
                 "resource_provider_generation": GENERATION,
             },
             "required": ["traits", "resource_provider_generation"],
