@@ -49,6 +49,8 @@ class PlacementSide:
     def reset(self) -> None:
         truncate_all(self.state.db, placement_metadata)
         load_standard_names(self.state)
+        # Placement remembers project and user ids; the rows were just deleted.
+        self.state.cache.clear()
 
     def stop(self) -> None:
         self.server.stop()
