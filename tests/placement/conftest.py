@@ -57,5 +57,7 @@ def placement_server(database_factory: DatabaseFactory, tmp_path_factory: pytest
 def placement(placement_server: PlacementServer) -> PlacementServer:
     """The session's server with every table emptied before the test."""
     truncate_all(placement_server.state.db, metadata)
+    # Ids remembered for rows that were just deleted (only tests delete them).
+    placement_server.state.cache.pop("consumer_ids", None)
     load_standard_names(placement_server.state)
     return placement_server

@@ -17,20 +17,39 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from corral.core import errors
-from corral.placement.db import catalog, consumers, providers
-from corral.placement.db.providers import Provider
+from corral.placement.db import catalog, consumers
 from corral.placement.db.tables import allocations, inventories, resource_classes, resource_providers
 from corral.placement.domain import allocations as rules
 from corral.placement.domain.allocations import ConsumerAllocations
 from corral.placement.domain.inventory import FIELDS, Inventory
 
 
-def _resolve_providers(conn: Connection, requests: list[ConsumerAllocations]) -> dict[str, Provider]:
-    wanted = {uuid for request in requests for uuid in request.allocations}
-    found = providers.get_many(conn, wanted)
-    for uuid in sorted(wanted - set(found)):
-        raise errors.BadRequest(f"Allocation for resource provider '{uuid}' that does not exist.")
-    return found
+def _resolve_providers(
+    conn: Connection, requests: list[ConsumerAllocations]
+) -> tuple[dict[str, int], set[int]]:
+    """uuid -> id of the providers named in the requests, and the ids the consumers use now."""
+    wanted = sorted({uuid for request in requests for uuid in request.allocations})
+    consumer_uuids = [request.consumer_uuid for request in requests]
+    # SELECT id, uuid FROM resource_providers WHERE uuid IN (:wanted)
+    # UNION ALL
+    # SELECT DISTINCT resource_provider_id, NULL FROM allocations WHERE consumer_id IN (:consumers)
+    named = sa.select(resource_providers.c.id, resource_providers.c.uuid).where(resource_providers.c.uuid.in_(wanted))
+    in_use = (
+        sa.select(allocations.c.resource_provider_id, sa.null())
+        .where(allocations.c.consumer_id.in_(consumer_uuids))
+        .distinct()
+    )
+    found: dict[str, int] = {}
+    current: set[int] = set()
+    for ident, uuid in conn.execute(sa.union_all(named, in_use)):
+        if uuid is None:
+            current.add(ident)
+        else:
+            found[uuid] = ident
+    for uuid in wanted:
+        if uuid not in found:
+            raise errors.BadRequest(f"Allocation for resource provider '{uuid}' that does not exist.")
+    return found, current
 
 
 def _resolve_classes(conn: Connection, requests: list[ConsumerAllocations], cached: dict[str, int]) -> dict[str, int]:
@@ -42,13 +61,15 @@ def _resolve_classes(conn: Connection, requests: list[ConsumerAllocations], cach
     return found
 
 
-def _claim_consumer(conn: Connection, request: ConsumerAllocations, now: datetime.datetime) -> None:
+def _claim_consumer(
+    conn: Connection, request: ConsumerAllocations, now: datetime.datetime, cache: consumers.IdCache | None
+) -> None:
     """Check and advance the consumer's generation (creating its record if needed)."""
     current = consumers.get(conn, request.consumer_uuid)
     rules.check_generation(request, current.generation if current else None)
-    project = consumers.project_id(conn, request.project_id, now)
-    user = consumers.user_id(conn, request.user_id, now)
-    type_id = consumers.consumer_type_id(conn, request.consumer_type, now)
+    project = consumers.project_id(conn, request.project_id, now, cache)
+    user = consumers.user_id(conn, request.user_id, now, cache)
+    type_id = consumers.consumer_type_id(conn, request.consumer_type, now, cache)
     if current is None:
         if not consumers.create(conn, request.consumer_uuid, project=project, user=user, consumer_type=type_id, now=now):
             raise rules.concurrent_consumer_update(request.consumer_uuid)
@@ -139,42 +160,58 @@ def _check_capacity(
             )
 
 
-def replace(
-    conn: Connection,
-    requests: list[ConsumerAllocations],
-    standard_classes: dict[str, int],
-    now: datetime.datetime,
-) -> None:
-    """Make each consumer's allocations exactly what its request says."""
-    requests = sorted(requests, key=lambda request: request.consumer_uuid)
-    found = _resolve_providers(conn, requests)
-    class_ids = _resolve_classes(conn, requests, standard_classes)
-    for request in requests:
-        _claim_consumer(conn, request, now)
-    consumer_uuids = [request.consumer_uuid for request in requests]
-    new_provider_ids = {provider.id for provider in found.values()}
-    lock_providers(conn, new_provider_ids | _existing_provider_ids(conn, consumer_uuids))
-    # DELETE FROM allocations WHERE consumer_id IN (:uuids)
-    conn.execute(allocations.delete().where(allocations.c.consumer_id.in_(consumer_uuids)))
+def _rows(
+    requests: list[ConsumerAllocations], found: dict[str, int], class_ids: dict[str, int], now: datetime.datetime
+) -> tuple[list[dict], dict[tuple[int, int], list[int]]]:
+    """Allocation rows to insert, and the amounts wanted per (provider, class)."""
     rows, wanted = [], defaultdict(list)
     for request in requests:
         for provider_uuid, amounts in request.allocations.items():
-            provider_id = found[provider_uuid].id
+            provider_id = found[provider_uuid]
             for rc, amount in amounts.items():
                 wanted[(provider_id, class_ids[rc])].append(amount)
                 rows.append({
                     "resource_provider_id": provider_id, "consumer_id": request.consumer_uuid,
                     "resource_class_id": class_ids[rc], "used": amount, "created_at": now,
                 })
+    return rows, wanted
+
+
+def replace(
+    conn: Connection,
+    requests: list[ConsumerAllocations],
+    standard_classes: dict[str, int],
+    now: datetime.datetime,
+    cache: consumers.IdCache | None = None,
+) -> None:
+    """Make each consumer's allocations exactly what its request says."""
+    requests = sorted(requests, key=lambda request: request.consumer_uuid)
+    found, current = _resolve_providers(conn, requests)
+    class_ids = _resolve_classes(conn, requests, standard_classes)
+    new_provider_ids = set(found.values())
+    # Providers are locked before consumers are touched, always lowest id
+    # first, so that concurrent writers queue instead of deadlocking.
+    lock_providers(conn, new_provider_ids | current)
+    for request in requests:
+        _claim_consumer(conn, request, now, cache)
+    consumer_uuids = [request.consumer_uuid for request in requests]
+    if current:
+        # DELETE FROM allocations WHERE consumer_id IN (:uuids)
+        conn.execute(allocations.delete().where(allocations.c.consumer_id.in_(consumer_uuids)))
+    rows, wanted = _rows(requests, found, class_ids, now)
     if rows:
-        _check_capacity(
-            conn, wanted, {p.id: p.uuid for p in found.values()}, {ident: name for name, ident in class_ids.items()}
-        )
+        uuids = {ident: uuid for uuid, ident in found.items()}
+        _check_capacity(conn, wanted, uuids, {ident: name for name, ident in class_ids.items()})
         # INSERT INTO allocations (resource_provider_id, consumer_id, resource_class_id, used, created_at) VALUES ...
         conn.execute(allocations.insert(), rows)
-        for provider_id in sorted(new_provider_ids):
-            providers.bump_generation(conn, provider_id, None, now)
-    consumers.delete_if_unused(conn, consumer_uuids)
+        # UPDATE resource_providers SET generation = generation + 1, updated_at = :now WHERE id IN (:ids)
+        conn.execute(
+            resource_providers.update()
+            .where(resource_providers.c.id.in_(sorted(new_provider_ids)))
+            .values(generation=resource_providers.c.generation + 1, updated_at=now)
+        )
+    emptied = [request.consumer_uuid for request in requests if not request.allocations]
+    consumers.delete_if_unused(conn, emptied)
 
 
 def delete_for_consumer(conn: Connection, consumer_uuid: str) -> bool:

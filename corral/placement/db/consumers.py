@@ -6,6 +6,7 @@ import datetime
 from dataclasses import dataclass
 
 import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection
 
 from corral.core.db import is_duplicate
@@ -48,12 +49,38 @@ def get_many(conn: Connection, uuids: list[str]) -> dict[str, Consumer]:
     return {row.uuid: Consumer(*row) for row in conn.execute(_SELECT.where(consumers.c.uuid.in_(uuids)))}
 
 
-def _ensure_named(conn: Connection, table: sa.Table, column: str, value: str, now: datetime.datetime) -> int:
+class IdCache:
+    """Ids of projects, users and consumer types already committed.
+
+    Those rows are never deleted, so an id seen committed stays valid; ids
+    of rows inserted by the current transaction are not remembered (it may
+    still roll back).
+    """
+
+    def __init__(self) -> None:
+        self._ids: dict[tuple[str, str], int] = {}
+
+    def get(self, table: str, value: str) -> int | None:
+        return self._ids.get((table, value))
+
+    def remember(self, table: str, value: str, ident: int) -> None:
+        if len(self._ids) > 100_000:
+            self._ids.clear()
+        self._ids[(table, value)] = ident
+
+
+def _ensure_named(
+    conn: Connection, table: sa.Table, column: str, value: str, now: datetime.datetime, cache: IdCache | None = None
+) -> int:
     """Id of the row whose ``column`` is ``value``, inserting it when missing."""
+    if cache is not None and (cached := cache.get(table.name, value)) is not None:
+        return cached
     # SELECT id FROM <table> WHERE <column> = :value
     query = sa.select(table.c.id).where(table.c[column] == value)
     found = conn.execute(query).scalar()
     if found is not None:
+        if cache is not None:
+            cache.remember(table.name, value, found)
         return found
     try:
         with conn.begin_nested():
@@ -65,32 +92,38 @@ def _ensure_named(conn: Connection, table: sa.Table, column: str, value: str, no
         return conn.execute(query).scalar_one()
 
 
-def project_id(conn: Connection, external_id: str, now: datetime.datetime) -> int:
-    return _ensure_named(conn, projects, "external_id", external_id, now)
+def project_id(conn: Connection, external_id: str, now: datetime.datetime, cache: IdCache | None = None) -> int:
+    return _ensure_named(conn, projects, "external_id", external_id, now, cache)
 
 
-def user_id(conn: Connection, external_id: str, now: datetime.datetime) -> int:
-    return _ensure_named(conn, users, "external_id", external_id, now)
+def user_id(conn: Connection, external_id: str, now: datetime.datetime, cache: IdCache | None = None) -> int:
+    return _ensure_named(conn, users, "external_id", external_id, now, cache)
 
 
-def consumer_type_id(conn: Connection, name: str | None, now: datetime.datetime) -> int | None:
-    return None if name is None else _ensure_named(conn, consumer_types, "name", name, now)
+def consumer_type_id(
+    conn: Connection, name: str | None, now: datetime.datetime, cache: IdCache | None = None
+) -> int | None:
+    return None if name is None else _ensure_named(conn, consumer_types, "name", name, now, cache)
 
 
 def create(
     conn: Connection, uuid: str, *, project: int, user: int, consumer_type: int | None, now: datetime.datetime
 ) -> bool:
     """Insert a consumer at generation 1; False when one appeared concurrently."""
+    values = dict(
+        uuid=uuid, project_id=project, user_id=user, consumer_type_id=consumer_type, generation=1, created_at=now
+    )
+    if conn.dialect.name in ("postgresql", "sqlite"):
+        # One round trip instead of a savepoint around the insert.
+        # INSERT INTO consumers (uuid, project_id, user_id, consumer_type_id, generation, created_at)
+        # VALUES (:uuid, :project, :user, :type, 1, :now) ON CONFLICT DO NOTHING RETURNING id
+        dialect_insert = postgresql.insert if conn.dialect.name == "postgresql" else sqlite.insert
+        statement = dialect_insert(consumers).values(values).on_conflict_do_nothing().returning(consumers.c.id)
+        return conn.execute(statement).first() is not None
     try:
         with conn.begin_nested():
-            # INSERT INTO consumers (uuid, project_id, user_id, consumer_type_id, generation, created_at)
-            # VALUES (:uuid, :project, :user, :type, 1, :now)
-            conn.execute(
-                consumers.insert().values(
-                    uuid=uuid, project_id=project, user_id=user, consumer_type_id=consumer_type,
-                    generation=1, created_at=now,
-                )
-            )
+            # INSERT INTO consumers (...) VALUES (...)
+            conn.execute(consumers.insert().values(values))
     except sa.exc.IntegrityError as error:
         if not is_duplicate(error):
             raise

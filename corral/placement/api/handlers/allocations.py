@@ -51,10 +51,15 @@ def consumer_request(state: PlacementState, req: falcon.Request, consumer_uuid: 
     )
 
 
+def id_cache(state: PlacementState) -> consumers.IdCache:
+    """Project, user and consumer type ids shared by every request of this process."""
+    return state.cache.setdefault("consumer_ids", consumers.IdCache())
+
+
 def _write(state: PlacementState, requests: list[ConsumerAllocations], unknown_class_prefix: str) -> None:
     now = util.utcnow()
     try:
-        state.db.write(allocation_db.replace, requests, state.standard_classes, now)
+        state.db.write(allocation_db.replace, requests, state.standard_classes, now, id_cache(state))
     except rules.UnknownResourceClass as problem:
         raise errors.BadRequest(f"{unknown_class_prefix}{problem.message}") from None
 

@@ -15,7 +15,7 @@ from sqlalchemy.engine import Connection
 
 from corral.core.http import Endpoint, Route, send_empty
 from corral.placement.api import util
-from corral.placement.api.handlers.allocations import consumer_request
+from corral.placement.api.handlers.allocations import consumer_request, id_cache
 from corral.placement.api.handlers.inventories import _replace as replace_inventories
 from corral.placement.api.state import PlacementState
 from corral.placement.db import allocations as allocation_db
@@ -47,7 +47,7 @@ def reshape(state: PlacementState, req: falcon.Request, resp: falcon.Response) -
         for uuid in sorted(new_inventories):
             generation, inventory = new_inventories[uuid]
             replace_inventories(state, conn, req, providers.get_or_404(conn, uuid), inventory, generation)
-        allocation_db.replace(conn, requests, state.standard_classes, now)
+        allocation_db.replace(conn, requests, state.standard_classes, now, id_cache(state))
 
     state.db.write(work)
     send_empty(resp)
