@@ -354,7 +354,9 @@ def engine_answer(placement, ids: dict[str, int], request) -> tuple[set, set]:
     classes = answer.class_names
     results = set()
     for candidate in answer.candidates:
-        amounts = frozenset(((by_id[rp], classes[rc]), amount) for (rp, rc), amount in candidate.allocations)
+        amounts = frozenset(
+            ((by_id[rp], classes[rc]), amount) for rp, resources in candidate.allocations for rc, amount in resources
+        )
         mappings = frozenset((suffix, frozenset(by_id[rp] for rp in members)) for suffix, members in candidate.mappings)
         results.add((amounts, mappings))
     assert len(results) == len(answer.candidates), "duplicate candidates"

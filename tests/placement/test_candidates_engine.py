@@ -34,8 +34,9 @@ def allocations(answer: Answer, ids: dict[str, int]) -> list[dict[str, dict[int,
     result = []
     for candidate in answer.candidates:
         entry: dict[str, dict[int, int]] = {}
-        for (rp, rc), amount in candidate.allocations:
-            entry.setdefault(by_id[rp], {})[rc] = amount
+        for rp, resources in candidate.allocations:
+            for rc, amount in resources:
+                entry.setdefault(by_id[rp], {})[rc] = amount
         result.append(entry)
     return result
 

@@ -175,12 +175,19 @@ class Facts:
         return known
 
 
+# What one provider gives to a candidate: ((resource class id, amount), ...)
+# in class order.  The same tuples are shared by every candidate that asks
+# the same of a provider, which keeps the answer small and quick to render.
+Resources = tuple[tuple[int, int], ...]
+# (provider id, resources) per provider, in provider order
+Allocations = tuple[tuple[int, Resources], ...]
+
+
 class GroupRequest(NamedTuple):
     """One way to satisfy one group."""
 
     anchor: int
-    # ((provider id, resource class id), amount) in a canonical order
-    allocations: tuple[tuple[tuple[int, int], int], ...]
+    allocations: Allocations
     providers: frozenset[int]
 
 
@@ -188,8 +195,7 @@ class Candidate(NamedTuple):
     """One allocation request satisfying every group."""
 
     anchor: int
-    # ((provider id, resource class id), amount) in a canonical order
-    allocations: tuple[tuple[tuple[int, int], int], ...]
+    allocations: Allocations
     # (suffix, providers) in request-group order
     mappings: tuple[tuple[str, frozenset[int]], ...]
     # the providers the allocations use
@@ -294,6 +300,8 @@ def unnumbered_requests(group: ResolvedGroup, facts: Facts) -> Iterator[GroupReq
     check_traits = bool(group.required or group.forbidden)
     traits_of = facts.traits_of
     keys = [(rc, amount) for rc, amount, _ in by_rc]
+    everything = tuple(keys)
+    shared: dict[Resources, Resources] = {}
     for anchor in sorted(common):
         choices = [by_anchor[anchor] for _rc, _amount, by_anchor in by_rc]
         if all(len(choice) == 1 for choice in choices):
@@ -305,8 +313,15 @@ def unnumbered_requests(group: ResolvedGroup, facts: Facts) -> Iterator[GroupReq
             providers = frozenset(combo)
             if check_traits and not _traits_ok(providers, group, traits_of):
                 continue
-            # In resource-class order: the same combination always reads the same.
-            allocations = tuple([((rp, rc), amount) for rp, (rc, amount) in zip(combo, keys)])
+            if len(providers) == 1:
+                allocations: Allocations = ((combo[0], everything),)
+            else:
+                by_provider: dict[int, list[tuple[int, int]]] = {}
+                for rp, key in zip(combo, keys):
+                    by_provider.setdefault(rp, []).append(key)
+                allocations = tuple(
+                    sorted((rp, shared.setdefault(tuple(part), tuple(part))) for rp, part in by_provider.items())
+                )
             yield GroupRequest(anchor, allocations, providers)
 
 
@@ -350,12 +365,12 @@ def numbered_requests(group: ResolvedGroup, facts: Facts) -> Iterator[GroupReque
         pool = set(in_aggs)
     else:
         pool = set()
-    resources_of = sorted(group.resources.items())
+    resources_of = tuple(sorted(group.resources.items()))
     for rp in sorted(pool):
         if not _single_provider_ok(rp, group, facts, in_aggs, bad):
             continue
         root = facts.root_of[rp]
-        allocations = tuple(((rp, rc), amount) for rc, amount in resources_of)
+        allocations: Allocations = ((rp, resources_of),) if resources_of else ()
         providers = frozenset((rp,))
         anchors = [root]
         if rp in facts.sharing:
@@ -430,6 +445,7 @@ def merge_candidates(merge: Merge, per_group: dict[str, Iterable[GroupRequest]],
     seen: set[tuple[object, ...]] | None = set() if sharing else None
     root_of = facts.root_of
     inventory = facts.inventory
+    shared: dict[Resources, Resources] = {}
     for anchor in sorted(by_anchor):
         lists = by_anchor[anchor]
         if not all(lists):
@@ -444,13 +460,15 @@ def merge_candidates(merge: Merge, per_group: dict[str, Iterable[GroupRequest]],
                 continue
             amounts: dict[tuple[int, int], int] = {}
             for request in combo:
-                for key, amount in request.allocations:
-                    amounts[key] = amounts.get(key, 0) + amount
+                for rp, resources in request.allocations:
+                    for rc, amount in resources:
+                        key = (rp, rc)
+                        amounts[key] = amounts.get(key, 0) + amount
             if not _within_capacity(amounts, inventory):
                 continue
             if not merge.nested_aware and not _one_provider_per_tree(amounts, root_of):
                 continue
-            allocations = tuple(sorted(amounts.items()))
+            allocations = _grouped(amounts, shared)
             mappings = tuple((suffixes[i], combo[i].providers) for i in range(len(suffixes)))
             if seen is not None and all(rp in sharing for (rp, _rc) in amounts):
                 key = (allocations, mappings)
@@ -474,6 +492,13 @@ def _single_group(merge: Merge, requests: Iterable[GroupRequest], facts: Facts) 
                 continue
             seen.add(key)
         yield Candidate(anchor, allocations, ((suffix, providers),), providers)
+
+
+def _grouped(amounts: dict[tuple[int, int], int], shared: dict[Resources, Resources]) -> Allocations:
+    by_provider: dict[int, list[tuple[int, int]]] = {}
+    for (rp, rc), amount in sorted(amounts.items()):
+        by_provider.setdefault(rp, []).append((rc, amount))
+    return tuple((rp, shared.setdefault(tuple(part), tuple(part))) for rp, part in by_provider.items())
 
 
 def _within_capacity(amounts: dict[tuple[int, int], int], inventory: dict[int, dict[int, InventoryRow]]) -> bool:

@@ -106,39 +106,43 @@ def _render_requests(answer: Answer, version: tuple[int, int]) -> list[dict[str,
     uuid_of = {rp: row.uuid for rp, row in answer.providers.items()}
     names = answer.class_names
     with_mappings = version >= MAPPINGS
-    if version < DICT_ALLOCATIONS:
-        return [_as_list(candidate.allocations, uuid_of, names) for candidate in answer.candidates]
+    as_dict = version >= DICT_ALLOCATIONS
+    # Candidates share their per-provider resource tuples; so do the
+    # rendered dicts (serialised as many times as they appear).
+    rendered_resources: dict[Any, dict[str, int]] = {}
+    wrapped: dict[Any, dict[str, Any]] = {}
     rendered = []
     for _anchor, allocations, mappings, _used in answer.candidates:
-        by_provider: dict[str, dict[str, Any]] = {}
-        for (rp, rc), amount in allocations:
-            uuid = uuid_of[rp]
-            entry = by_provider.get(uuid)
-            if entry is None:
-                by_provider[uuid] = {"resources": {names[rc]: amount}}
-            else:
-                entry["resources"][names[rc]] = amount
-        request: dict[str, Any] = {"allocations": by_provider}
-        if with_mappings:
-            request["mappings"] = {
-                suffix: [uuid_of[rp] for rp in members] if len(members) == 1 else sorted(uuid_of[rp] for rp in members)
-                for suffix, members in mappings
+        if as_dict:
+            by_provider: dict[str, Any] = {}
+            for rp, resources in allocations:
+                wrapper = wrapped.get(resources)
+                if wrapper is None:
+                    wrapper = wrapped[resources] = {"resources": _resources(resources, names, rendered_resources)}
+                by_provider[uuid_of[rp]] = wrapper
+            request: dict[str, Any] = {"allocations": by_provider}
+            if with_mappings:
+                request["mappings"] = {
+                    suffix: [uuid_of[rp] for rp in members] if len(members) == 1
+                    else sorted(uuid_of[rp] for rp in members)
+                    for suffix, members in mappings
+                }
+        else:
+            request = {
+                "allocations": [
+                    {"resource_provider": {"uuid": uuid_of[rp]}, "resources": _resources(resources, names, rendered_resources)}
+                    for rp, resources in allocations
+                ]
             }
         rendered.append(request)
     return rendered
 
 
-def _as_list(
-    allocations: tuple[tuple[tuple[int, int], int], ...], uuid_of: dict[int, str], names: dict[int, str]
-) -> dict[str, Any]:
-    by_provider: dict[str, dict[str, int]] = {}
-    for (rp, rc), amount in allocations:
-        by_provider.setdefault(uuid_of[rp], {})[names[rc]] = amount
-    return {
-        "allocations": [
-            {"resource_provider": {"uuid": uuid}, "resources": resources} for uuid, resources in by_provider.items()
-        ]
-    }
+def _resources(resources: Any, names: dict[int, str], cache: dict[Any, dict[str, int]]) -> dict[str, int]:
+    found = cache.get(resources)
+    if found is None:
+        found = cache[resources] = {names[rc]: amount for rc, amount in resources}
+    return found
 
 
 def _render_summaries(answer: Answer, version: tuple[int, int]) -> dict[str, Any]:
@@ -149,14 +153,18 @@ def _render_summaries(answer: Answer, version: tuple[int, int]) -> dict[str, Any
     inventories = answer.inventories
     traits = answer.traits
     no_traits: list[str] = []
+    # Providers built alike report the same capacity and usage: share those dicts.
+    amounts: dict[tuple[int, int], dict[str, int]] = {}
     summaries: dict[str, Any] = {}
     for rp in answer.summarised:
         row = providers[rp]
-        summary: dict[str, Any] = {
-            "resources": {
-                names[rc]: {"capacity": capacity, "used": used} for rc, capacity, used in inventories.get(rp, ())
-            }
-        }
+        resources = {}
+        for rc, capacity, used in inventories.get(rp, ()):
+            entry = amounts.get((capacity, used))
+            if entry is None:
+                entry = amounts[(capacity, used)] = {"capacity": capacity, "used": used}
+            resources[names[rc]] = entry
+        summary: dict[str, Any] = {"resources": resources}
         if with_traits:
             summary["traits"] = traits.get(rp, no_traits)
         if nested:
