@@ -66,3 +66,14 @@ def test_error_body_follows_accept(placement) -> None:
     for junk in ("garbage", "text/html;q=abc", ";;;"):
         response = client.get("/resource_providers", headers={"accept": junk})
         assert response.status_code < 500, (junk, response.text)
+
+
+def test_version_errors_and_empty_segments_use_upstream_wording(placement) -> None:
+    too_new = placement.client("1.40").get("/")
+    assert too_new.status_code == 406
+    assert _detail(too_new).endswith("\n\n Invalid microversion: Unacceptable version header: 1.40")
+    bogus = placement.client("bogus").get("/")
+    assert bogus.status_code == 400
+    assert "Invalid microversion: invalid version string: bogus; invalid literal for int()" in _detail(bogus)
+    empty = placement.client("1.6").get("/traits/")
+    assert empty.status_code == 404 and _detail(empty) == "The resource could not be found.\n\n   "

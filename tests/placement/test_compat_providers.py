@@ -134,3 +134,37 @@ def test_more_upstream_wording(placement) -> None:
     assert "No inventory of class NOPE found for delete: No such resource class NOPE." in _detail(unknown)
     too_early = placement.client("1.4").delete(f"/resource_providers/{rp}/inventories")
     assert too_early.status_code == 405 and "allow" not in too_early.headers
+
+
+def test_empty_names_and_repeated_query_parameters(placement) -> None:
+    client = placement.client("1.20")
+    empty = client.post("/resource_providers", json={"name": ""})
+    assert empty.status_code == 400 and "Object action create failed because: name is required" in _detail(empty)
+    rp = _provider(placement)
+    # Upstream only refuses an empty name when creating.
+    assert client.put(f"/resource_providers/{rp}", json={"name": ""}).status_code == 200
+    assert client.get("/usages?project_id=x&project_id=y").status_code == 200
+
+
+def test_children_are_checked_before_allocations_on_delete(placement) -> None:
+    client = placement.client("1.20")
+    rp = _provider(placement, "parent")
+    assert client.post("/resource_providers", json={"name": "child", "parent_provider_uuid": rp}).status_code == 200
+    client.put(f"/resource_providers/{rp}/inventories",
+               json={"resource_provider_generation": 0, "inventories": {"VCPU": {"total": 4}}})
+    assert client.put(f"/allocations/{uuid.uuid4()}", json={
+        "allocations": {rp: {"resources": {"VCPU": 1}}}, "project_id": "p", "user_id": "u"}).status_code == 204
+    refused = client.delete(f"/resource_providers/{rp}")
+    assert refused.status_code == 409 and "It has child resource providers." in _detail(refused)
+
+
+def test_unknown_inventory_names_are_unknown_classes(placement) -> None:
+    rp = _provider(placement)
+    base = f"/resource_providers/{rp}/inventories"
+    client = placement.client("1.20")
+    stale = client.put(base, json={"resource_provider_generation": 9, "inventories": {"BAD-NAME": {"total": 1}}})
+    assert stale.status_code == 409
+    unknown = client.put(base, json={"resource_provider_generation": 0, "inventories": {"BAD-NAME": {"total": 1}}})
+    assert unknown.status_code == 400 and "No such resource class BAD-NAME." in _detail(unknown)
+    junk = client.put(base, json={"resource_provider_generation": 0, "inventories": {"BAD-NAME": "x"}})
+    assert junk.status_code == 400

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import falcon
+import microversion_parse
 from oslo_config import cfg
 
 from corral.core import auth, errors
@@ -22,7 +23,12 @@ from corral.placement.microversions import SPEC
 
 def _version_error(error: errors.VersionNotAcceptable) -> errors.ApiError:
     if error.malformed:
-        return errors.BadRequest(f"invalid version string: {error.requested}")
+        # Upstream's wording comes from microversion_parse's own parser.
+        try:
+            microversion_parse.parse_version_string(error.requested)
+        except TypeError as problem:
+            return errors.BadRequest(f"Invalid microversion: {problem}")
+        return errors.BadRequest(f"Invalid microversion: invalid version string: {error.requested}")
     return error
 
 

@@ -51,6 +51,11 @@ _EXPLANATIONS = {
 }
 
 
+_VERSION_EXPLANATION = (
+    "The resource could not be generated that was acceptable to your browser (content of type application/json. "
+)
+
+
 def detail_text(status: int, message: str, method: str | None = None) -> str:
     explanation = _EXPLANATIONS.get(status, "")
     if status == 405 and method:
@@ -124,11 +129,11 @@ def format_error(req: falcon.Request, error: errors.ApiError) -> tuple[bytes, st
         # noauth2/keystone refusals keep the legacy shape upstream sends.
         body = {"message": detail_text(401, error.message), "code": "401 Unauthorized", "title": "Unauthorized"}
         return orjson.dumps(body), falcon.MEDIA_JSON
-    entry: dict[str, object] = {
-        "status": error.status,
-        "title": error.title,
-        "detail": detail_text(error.status, error.message, req.method),
-    }
+    detail = detail_text(error.status, error.message, req.method)
+    if isinstance(error, errors.VersionNotAcceptable):
+        # Upstream's microversion middleware words this one its own way.
+        detail = f"{_VERSION_EXPLANATION}\n\n Invalid microversion: {flatten(error.message)}"
+    entry: dict[str, object] = {"status": error.status, "title": error.title, "detail": detail}
     if context.version is not None and context.version >= CODE_MICROVERSION:
         entry["code"] = error.code or DEFAULT
     entry["request_id"] = context.request_id

@@ -3,6 +3,7 @@
 * A body (content-length above zero) needs a content type: 400 otherwise.
 * A method a path does not serve, OPTIONS included, is a 405 whose
   ``allow`` header lists exactly the methods the path serves.
+* An empty path segment (``/traits/``) is a plain 404.
 * A GET that answers with JSON refuses (406) an Accept header that rules
   JSON out; the root document and ``GET /traits/{name}`` (no body) do not
   look at Accept.
@@ -47,6 +48,9 @@ class PlacementRules:
         served = self._methods.get(template or "")
         if served is None:
             return
+        if any(value == "" for value in (params or {}).values()):
+            # An empty path segment matches no upstream route.
+            raise errors.NotFound("The resource could not be found.")
         if req.method not in served:
             raise errors.MethodNotAllowed(
                 "The method specified is not allowed for this resource.", headers={"allow": ", ".join(served)}

@@ -99,6 +99,11 @@ def single_values(params: dict[str, list[str]], repeatable: Iterable[str] = ()) 
     return single
 
 
+def last_values(params: dict[str, list[str]]) -> dict[str, str]:
+    """Query parameters as name -> value, the last one winning when repeated (as upstream reads them)."""
+    return {name: values[-1] for name, values in params.items()}
+
+
 def url(req: falcon.Request, path: str) -> str:
     """A link as upstream renders it: the application's root path plus ``path``."""
     return f"{req.root_path}{path}"

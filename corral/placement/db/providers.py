@@ -236,15 +236,8 @@ def generation_conflict() -> errors.Conflict:
 
 
 def delete(conn: Connection, provider: Provider) -> None:
-    """Delete a provider that has no allocations and no children."""
-    # SELECT 1 FROM allocations WHERE resource_provider_id = :id LIMIT 1
-    if conn.execute(
-        sa.select(allocations.c.id).where(allocations.c.resource_provider_id == provider.id).limit(1)
-    ).first():
-        raise errors.Conflict(
-            f"Unable to delete resource provider {provider.uuid}: Resource provider has allocations.",
-            code=codes.PROVIDER_IN_USE,
-        )
+    """Delete a provider that has no children and no allocations."""
+    # Children are checked first, as upstream does.
     # SELECT 1 FROM resource_providers WHERE parent_provider_id = :id LIMIT 1
     if conn.execute(
         sa.select(resource_providers.c.id).where(resource_providers.c.parent_provider_id == provider.id).limit(1)
@@ -252,6 +245,14 @@ def delete(conn: Connection, provider: Provider) -> None:
         raise errors.Conflict(
             f"Unable to delete parent resource provider {provider.uuid}: It has child resource providers.",
             code=codes.PROVIDER_CANNOT_DELETE_PARENT,
+        )
+    # SELECT 1 FROM allocations WHERE resource_provider_id = :id LIMIT 1
+    if conn.execute(
+        sa.select(allocations.c.id).where(allocations.c.resource_provider_id == provider.id).limit(1)
+    ).first():
+        raise errors.Conflict(
+            f"Unable to delete resource provider {provider.uuid}: Resource provider has allocations.",
+            code=codes.PROVIDER_IN_USE,
         )
     for table in (inventories, resource_provider_traits, resource_provider_aggregates):
         # DELETE FROM <table> WHERE resource_provider_id = :id

@@ -85,6 +85,8 @@ def create_provider(state: PlacementState, req: falcon.Request, resp: falcon.Res
     def work(conn: Connection) -> Provider:
         parent_uuid = body.get("parent_provider_uuid")
         try:
+            if not body["name"]:
+                raise ValueError(_action_failed("create", "name is required"))
             if parent_uuid is not None and parent_uuid == new_uuid:
                 raise ValueError(_action_failed(
                     "create", "parent provider UUID cannot be same as UUID. "

@@ -48,7 +48,7 @@ def _parse_associated(value: str | None) -> bool | None:
 
 def list_traits(state: PlacementState, req: falcon.Request, resp: falcon.Response) -> None:
     util.authorize(state, req, "placement:traits:list")
-    single = util.single_values(util.query_params(req))
+    single = util.last_values(util.query_params(req))
     validator = state.cache.get("traits.list_query")
     if validator is None:
         validator = state.cache["traits.list_query"] = util.QuerySchema(_LIST_QUERY)

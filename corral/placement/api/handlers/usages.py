@@ -41,7 +41,7 @@ def provider_usages(state: PlacementState, req: falcon.Request, resp: falcon.Res
 
 
 def project_usages(state: PlacementState, req: falcon.Request, resp: falcon.Response) -> None:
-    single = util.single_values(util.query_params(req))
+    single = util.last_values(util.query_params(req))
     with_types = req.context.at_least(*CONSUMER_TYPES)
     key = "usages.query_1_38" if with_types else "usages.query"
     validator = state.cache.get(key)

@@ -15,7 +15,7 @@ from corral.placement.api.schemas.common import GENERATION, UUID
 _RESOURCES = {
     "type": "object",
     "minProperties": 1,
-    "patternProperties": {"^[0-9A-Z_]+$": {"type": "integer", "minimum": 1}},
+    "patternProperties": {"^[A-Z0-9_]+$": {"type": "integer", "minimum": 1}},
     "additionalProperties": False,
 }
 _EXTERNAL_ID = {"type": "string", "minLength": 1, "maxLength": 255}

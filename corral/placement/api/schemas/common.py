@@ -12,7 +12,8 @@ GENERATION = {"type": "integer"}
 RESOURCE_CLASS_NAME = {"type": "string", "pattern": "^[A-Z0-9_]+$", "maxLength": 255}
 CUSTOM_RESOURCE_CLASS = {"type": "string", "pattern": "^CUSTOM_[A-Z0-9_]+$", "maxLength": 255}
 TRAIT_NAME = {"type": "string", "pattern": "^[A-Z0-9_]+$", "maxLength": 255}
-PROVIDER_NAME = {"type": "string", "maxLength": 200, "minLength": 1}
+# No minimum length: upstream refuses an empty name only when creating.
+PROVIDER_NAME = {"type": "string", "maxLength": 200}
 
 
 def _is_uuid_like(instance: object) -> bool:

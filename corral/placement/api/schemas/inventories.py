@@ -66,7 +66,8 @@ PUT_ALL = [
                 "inventories": {
                     "type": "object",
                     "patternProperties": {"^[A-Z0-9_]+$": RECORD},
-                    "additionalProperties": False,
+                    # Upstream lets other names through to fail later as unknown classes.
+                    "additionalProperties": RECORD,
                 },
             },
             "required": ["resource_provider_generation", "inventories"],
