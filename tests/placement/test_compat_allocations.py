@@ -103,3 +103,32 @@ def test_stale_consumer_generation_message_says_none(placement) -> None:
     assert client.put(f"/allocations/{consumer}", json=body).status_code == 204
     again = client.put(f"/allocations/{consumer}", json=body)
     assert again.status_code == 409 and "consumer generation conflict - expected 1 but got None" in _detail(again)
+
+
+def test_emptying_allocations_bumps_the_providers_left(placement) -> None:
+    rp = _provider_with_inventory(placement)
+    client = placement.client("1.28")
+    consumer = str(uuid.uuid4())
+    body = {"allocations": {rp: {"resources": {"VCPU": 1}}}, "project_id": "p", "user_id": "u",
+            "consumer_generation": None}
+    assert client.put(f"/allocations/{consumer}", json=body).status_code == 204
+    before = client.get(f"/resource_providers/{rp}").json()["generation"]
+    emptied = client.put(f"/allocations/{consumer}", json={**body, "allocations": {}, "consumer_generation": 1})
+    assert emptied.status_code == 204
+    assert client.get(f"/resource_providers/{rp}").json()["generation"] == before + 1
+    # DELETE, like upstream's, leaves the generation alone.
+    assert client.put(f"/allocations/{consumer}", json={**body, "consumer_generation": None}).status_code == 204
+    after_put = client.get(f"/resource_providers/{rp}").json()["generation"]
+    assert client.delete(f"/allocations/{consumer}").status_code == 204
+    assert client.get(f"/resource_providers/{rp}").json()["generation"] == after_put
+
+
+def test_inventory_constraint_message(placement) -> None:
+    rp = _provider_with_inventory(placement)
+    placement.client("1.20").put(f"/resource_providers/{rp}/inventories/VCPU",
+                                 json={"resource_provider_generation": 1, "total": 8, "max_unit": 2})
+    refused = placement.client("1.20").put(f"/allocations/{uuid.uuid4()}", json={
+        "allocations": {rp: {"resources": {"VCPU": 4}}}, "project_id": "p", "user_id": "u"})
+    assert refused.status_code == 409
+    assert (f"Unable to create allocation for 'VCPU' on resource provider '{rp}'. "
+            "The requested amount would violate inventory constraints.") in _detail(refused)

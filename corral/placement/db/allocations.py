@@ -150,8 +150,8 @@ def _check_capacity(
         inventory, in_use = current[key]
         if not all(inventory.fits(amount) for amount in amounts):
             raise errors.Conflict(
-                f"Unable to allocate inventory: Allocation for {rc} on resource provider {provider_uuid} "
-                "violates min_unit, max_unit, or step_size."
+                f"Unable to allocate inventory: Unable to create allocation for '{rc}' on resource provider "
+                f"'{provider_uuid}'. The requested amount would violate inventory constraints."
             )
         if in_use + sum(amounts) > inventory.capacity:
             raise errors.Conflict(
@@ -195,6 +195,10 @@ def replace(
     for request in requests:
         _claim_consumer(conn, request, now, cache)
     consumer_uuids = [request.consumer_uuid for request in requests]
+    emptied = [request.consumer_uuid for request in requests if not request.allocations]
+    # Like upstream, emptying a consumer's allocations counts as a change
+    # to the providers it leaves.
+    left = _existing_provider_ids(conn, emptied) if emptied and current else set()
     if current:
         # DELETE FROM allocations WHERE consumer_id IN (:uuids)
         conn.execute(allocations.delete().where(allocations.c.consumer_id.in_(consumer_uuids)))
@@ -204,13 +208,14 @@ def replace(
         _check_capacity(conn, wanted, uuids, {ident: name for name, ident in class_ids.items()})
         # INSERT INTO allocations (resource_provider_id, consumer_id, resource_class_id, used, created_at) VALUES ...
         conn.execute(allocations.insert(), rows)
+    changed = (new_provider_ids if rows else set()) | left
+    if changed:
         # UPDATE resource_providers SET generation = generation + 1, updated_at = :now WHERE id IN (:ids)
         conn.execute(
             resource_providers.update()
-            .where(resource_providers.c.id.in_(sorted(new_provider_ids)))
+            .where(resource_providers.c.id.in_(sorted(changed)))
             .values(generation=resource_providers.c.generation + 1, updated_at=now)
         )
-    emptied = [request.consumer_uuid for request in requests if not request.allocations]
     consumers.delete_if_unused(conn, emptied)
 
 
