@@ -127,3 +127,16 @@ def test_usage_consumer_type_pattern_is_upstreams(placement) -> None:
     # Upstream's "^all" is not anchored at the end: such a type just matches nothing.
     loose = client.get("/usages?project_id=p&consumer_type=allx")
     assert loose.status_code == 200 and loose.json()["usages"] == {}
+
+
+def test_unchanged_traits_leave_the_generation_alone(placement) -> None:
+    rp = _provider(placement)
+    client = placement.client("1.6")
+    assert client.delete(f"/resource_providers/{rp}/traits").status_code == 204
+    same = client.put(f"/resource_providers/{rp}/traits", json={"traits": [], "resource_provider_generation": 0})
+    assert same.status_code == 200 and same.json()["resource_provider_generation"] == 0
+    changed = client.put(f"/resource_providers/{rp}/traits",
+                         json={"traits": ["HW_CPU_X86_AVX"], "resource_provider_generation": 0})
+    assert changed.json()["resource_provider_generation"] == 1
+    assert client.delete(f"/resource_providers/{rp}/traits").status_code == 204
+    assert client.get(f"/resource_providers/{rp}/traits").json()["resource_provider_generation"] == 2

@@ -131,6 +131,10 @@ def replace_provider_traits(state: PlacementState, req: falcon.Request, resp: fa
         missing = sorted(set(wanted) - set(found))
         if missing:
             raise errors.BadRequest(f"No such trait {', '.join(missing)}")
+        current = provider_traits.trait_names(conn, provider.id)
+        if set(current) == set(found):
+            # Upstream leaves the generation alone when nothing changes.
+            return current, provider.generation
         generation = providers.bump_generation(conn, provider.id, body["resource_provider_generation"], now)
         provider_traits.replace(conn, provider.id, list(found.values()), now)
         return provider_traits.trait_names(conn, provider.id), generation
@@ -145,6 +149,8 @@ def delete_provider_traits(state: PlacementState, req: falcon.Request, resp: fal
 
     def work(conn: Connection) -> None:
         provider = providers.get_or_404(conn, uuid)
+        if not provider_traits.trait_names(conn, provider.id):
+            return  # nothing to remove: upstream leaves the generation alone
         providers.bump_generation(conn, provider.id, provider.generation, now)
         provider_traits.replace(conn, provider.id, [], now)
 
