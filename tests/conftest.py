@@ -35,9 +35,28 @@ def selected_backends(config: pytest.Config) -> list[str]:
     return chosen
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        "backends(*names): run only on these of the selected backends; 'first' means the first "
+        "selected one (for tests of the wire or of drivers, not of storage)",
+    )
+
+
+def backends_for(metafunc: pytest.Metafunc) -> list[str]:
+    """The selected backends, narrowed by the test's ``backends`` marker."""
+    chosen = selected_backends(metafunc.config)
+    marker = metafunc.definition.get_closest_marker("backends")
+    if marker is None:
+        return chosen
+    if marker.args == ("first",):
+        return chosen[:1]
+    return [name for name in chosen if name in marker.args]
+
+
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "backend" in metafunc.fixturenames:
-        metafunc.parametrize("backend", selected_backends(metafunc.config), indirect=True, scope="session")
+        metafunc.parametrize("backend", backends_for(metafunc), indirect=True, scope="session")
 
 
 _REASONS: dict[str, str | None] = {}

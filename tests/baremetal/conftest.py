@@ -83,12 +83,3 @@ def baremetal(baremetal_server: BaremetalServer) -> BaremetalServer:
     """The session's server with every table emptied before the test."""
     baremetal_server.reset()
     return baremetal_server
-
-
-@pytest.fixture
-def first_backend(request: pytest.FixtureRequest, backend: str) -> str:
-    """For tests of the wire and the drivers rather than the database: first selected backend only."""
-    first = request.config.getoption("--backends").split(",")[0].strip()
-    if backend != first:
-        pytest.skip(f"runs on the first selected backend ({first}) only")
-    return backend

@@ -119,8 +119,6 @@ class Cluster:
 
 @pytest.fixture
 def cluster(backend: str, database_factory, tmp_path: Path) -> Iterator[Cluster]:
-    if backend == "sqlite":
-        pytest.skip("several conductor processes are exercised on the server databases")
     running = Cluster(database_factory.new_url("bm-ha"), tmp_path)
     try:
         yield running
@@ -150,6 +148,7 @@ def _check_consistent(cluster: Cluster, found: list[dict[str, Any]], servable: i
             assert item["last_error"].startswith(f"Failed to process allocation {item['uuid']}: ")
 
 
+@pytest.mark.backends("postgresql", "mysql")
 def test_many_concurrent_allocations_never_share_a_node(cluster: Cluster) -> None:
     cluster.add_nodes(24)
     cluster.add_nodes(6, resource_class="small")
@@ -171,6 +170,7 @@ def test_many_concurrent_allocations_never_share_a_node(cluster: Cluster) -> Non
     assert by_class == {"rc": 24, "small": 6}
 
 
+@pytest.mark.backends("postgresql", "mysql")
 def test_allocations_of_a_killed_conductor_are_taken_over(cluster: Cluster) -> None:
     cluster.add_nodes(3)
     live = {conductor["hostname"]: conductor for conductor in cluster.live()}

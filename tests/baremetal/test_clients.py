@@ -13,12 +13,12 @@ from tests.baremetal.support import wait_for_state
 
 
 @pytest.fixture
-def client_backend(request: pytest.FixtureRequest, backend: str) -> str:
-    """Client tests exercise the wire, not the database: run them on the first backend only."""
-    first = request.config.getoption("--backends").split(",")[0].strip()
-    if backend != first:
-        pytest.skip(f"client tests run on the first selected backend ({first}) only")
+def client_backend(backend: str) -> str:
     return backend
+
+
+# Client tests exercise the wire, not the database: the first selected backend is enough.
+pytestmark = pytest.mark.backends("first")
 
 
 def _cli(baremetal, *args: str) -> str:

@@ -81,8 +81,6 @@ class TwoConductors:
 
 @pytest.fixture
 def cluster(backend: str, database_factory: DatabaseFactory, tmp_path: Path) -> Iterator[TwoConductors]:
-    if backend != "postgresql":
-        pytest.skip("the multi-process conductor test runs on PostgreSQL")
     running = TwoConductors(database_factory.new_url("bmha"), tmp_path)
     try:
         yield running
@@ -90,6 +88,7 @@ def cluster(backend: str, database_factory: DatabaseFactory, tmp_path: Path) -> 
         running.stop()
 
 
+@pytest.mark.backends("postgresql")
 def test_nodes_spread_and_move_when_a_conductor_dies(cluster: TwoConductors) -> None:
     client = cluster.client
     uuids = []

@@ -14,6 +14,9 @@ from corral.core.server import free_port
 from tests.baremetal.support import wait_for, wait_for_power, wait_for_state
 from tests.baremetal.test_provisioning import provision
 
+# The driver is tested against the emulator, not the database: the first backend is enough.
+pytestmark = pytest.mark.backends("first")
+
 
 class Emulator:
     def __init__(self) -> None:
@@ -65,7 +68,7 @@ def running_emulator() -> Iterator[Emulator]:
 
 
 @pytest.fixture
-def emulator(running_emulator: Emulator, first_backend: str) -> Emulator:
+def emulator(running_emulator: Emulator) -> Emulator:
     """The emulator, for tests that run on one database backend (drivers do not touch it)."""
     return running_emulator
 

@@ -25,6 +25,8 @@ import pytest
 from tests.placement.conftest import PlacementServer
 
 pytestmark = [
+    # Client behaviour does not depend on the database.
+    pytest.mark.backends("first"),
     pytest.mark.slow,
     # openstacksdk warns about its own internals (metrics support, resource
     # attribute hooks) on ordinary calls; those are not Corral's to fix.
@@ -32,12 +34,6 @@ pytestmark = [
 ]
 
 AGGREGATE = "11111111-2222-3333-4444-555555555555"
-
-
-@pytest.fixture(autouse=True)
-def _sqlite_only(backend: str) -> None:
-    if backend != "sqlite":
-        pytest.skip("client behaviour does not depend on the database; covered on sqlite")
 
 
 def _client_env(extra: dict[str, str] | None = None) -> dict[str, str]:
