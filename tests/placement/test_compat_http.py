@@ -77,3 +77,12 @@ def test_version_errors_and_empty_segments_use_upstream_wording(placement) -> No
     assert "Invalid microversion: invalid version string: bogus; invalid literal for int()" in _detail(bogus)
     empty = placement.client("1.6").get("/traits/")
     assert empty.status_code == 404 and _detail(empty) == "The resource could not be found.\n\n   "
+
+
+def test_noauth_refusal_has_upstreams_bare_shape(placement) -> None:
+    anonymous = placement.client("1.0", token=None)
+    refused = anonymous.get("/resource_providers", headers={"accept": "application/json"})
+    assert refused.status_code == 401
+    assert refused.json()["message"].endswith("supply the credentials required.<br /><br />\n\n\n")
+    page = anonymous.get("/resource_providers", headers={"accept": "text/html"})
+    assert page.status_code == 401 and "<br /><br />\n\n\n\n </body>" in page.text

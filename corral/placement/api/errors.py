@@ -56,11 +56,15 @@ _VERSION_EXPLANATION = (
 )
 
 
-def detail_text(status: int, message: str, method: str | None = None) -> str:
-    explanation = _EXPLANATIONS.get(status, "")
+def explanation_for(status: int, method: str | None = None) -> str:
     if status == 405 and method:
         # Upstream's 405 explanation names the refused method.
-        explanation = f"The method {method} is not allowed for this resource."
+        return f"The method {method} is not allowed for this resource."
+    return _EXPLANATIONS.get(status, "")
+
+
+def detail_text(status: int, message: str, method: str | None = None) -> str:
+    explanation = explanation_for(status, method)
     if message == explanation:
         # A bare refusal (no route, no such version): upstream adds no detail.
         message = ""
@@ -109,13 +113,15 @@ def _status_line(status: int, title: str) -> str:
 
 def _text_error(req: falcon.Request, error: errors.ApiError, media_type: str) -> tuple[bytes, str]:
     status = _status_line(error.status, error.title)
+    # The authentication refusal carries no detail upstream.
+    message = "" if error.status == 401 else error.message
     if media_type == falcon.MEDIA_TEXT:
-        text = f"{status}\n\n{detail_text(error.status, error.message, req.method)}"
+        text = f"{status}\n\n{detail_text(error.status, message, req.method)}"
         return text.encode(), "text/plain; charset=UTF-8"
-    explanation = detail_text(error.status, "", req.method)
+    explanation = explanation_for(error.status, req.method)
     page = (
         f"<html>\n <head>\n  <title>{status}</title>\n </head>\n <body>\n  <h1>{status}</h1>\n"
-        f"  {explanation}<br /><br />\n{html.escape(error.message)}\n\n\n </body>\n</html>"
+        f"  {explanation}<br /><br />\n{html.escape(message)}\n\n\n </body>\n</html>"
     )
     return page.encode(), "text/html; charset=UTF-8"
 
@@ -126,8 +132,9 @@ def format_error(req: falcon.Request, error: errors.ApiError) -> tuple[bytes, st
     if media_type != falcon.MEDIA_JSON:
         return _text_error(req, error, media_type)
     if error.status == 401:
-        # noauth2/keystone refusals keep the legacy shape upstream sends.
-        body = {"message": detail_text(401, error.message), "code": "401 Unauthorized", "title": "Unauthorized"}
+        # The noauth2 refusal: the plain web-framework shape upstream sends, without detail.
+        body = {"message": f"{explanation_for(401)}<br /><br />\n\n\n", "code": "401 Unauthorized",
+                "title": "Unauthorized"}
         return orjson.dumps(body), falcon.MEDIA_JSON
     detail = detail_text(error.status, error.message, req.method)
     if isinstance(error, errors.VersionNotAcceptable):
