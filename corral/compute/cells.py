@@ -178,6 +178,12 @@ class CellRegistry:
                 cached = load_cell_mappings(conn)
             with self._lock:
                 self._mappings, self._loaded_at = cached, now
+                mapped = {cell.uuid for cell in cached}
+                gone = [uuid for uuid in self._databases if uuid not in mapped]
+                released = [self._databases.pop(uuid)[1] for uuid in gone]
+            # Cells deleted from the mappings keep no connections open.
+            for database in released:
+                database.dispose()
         assert cached is not None
         return [
             cell
