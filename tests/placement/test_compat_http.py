@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import falcon.testing
+from uuid import uuid4
 
 
 def _detail(response) -> str:
@@ -86,3 +87,24 @@ def test_noauth_refusal_has_upstreams_bare_shape(placement) -> None:
     assert refused.json()["message"].endswith("supply the credentials required.<br /><br />\n\n\n")
     page = anonymous.get("/resource_providers", headers={"accept": "text/html"})
     assert page.status_code == 401 and "<br /><br />\n\n\n\n </body>" in page.text
+
+
+def test_inline_explanations_for_405_406_415(placement) -> None:
+    client = placement.client("1.39")
+    wrong = client.patch("/resource_providers", json={})
+    assert _detail(wrong) == "The method PATCH is not allowed for this resource. \n\n The method specified is not allowed for this resource."
+    assert client.post(f"/resource_providers/{uuid4()}").headers["allow"] == "GET, DELETE, PUT"
+    early = placement.client("1.4").delete(f"/resource_providers/{uuid4()}/inventories")
+    assert _detail(early) == "The method DELETE is not allowed for this resource. \n\n "
+    media = client.post("/resource_providers", data="x", headers={"content-type": "text/plain"})
+    assert media.status_code == 415
+    assert _detail(media).startswith("The request media type text/plain is not supported by this server. \n\n ")
+    version = placement.client("1.40").get("/")
+    assert _detail(version).startswith("The resource could not be generated that was acceptable to your browser "
+                                       "(content of type application/json. \n\n Invalid microversion:")
+
+
+def test_empty_inventory_list_has_no_last_modified(placement) -> None:
+    rp = placement.client("1.20").post("/resource_providers", json={"name": "rp"}).json()["uuid"]
+    empty = placement.client("1.30").get(f"/resource_providers/{rp}/inventories")
+    assert "last-modified" not in empty.headers and empty.headers["cache-control"] == "no-cache"

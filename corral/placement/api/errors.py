@@ -51,11 +51,6 @@ _EXPLANATIONS = {
 }
 
 
-_VERSION_EXPLANATION = (
-    "The resource could not be generated that was acceptable to your browser (content of type application/json. "
-)
-
-
 def explanation_for(status: int, method: str | None = None) -> str:
     if status == 405 and method:
         # Upstream's 405 explanation names the refused method.
@@ -63,7 +58,26 @@ def explanation_for(status: int, method: str | None = None) -> str:
     return _EXPLANATIONS.get(status, "")
 
 
-def detail_text(status: int, message: str, method: str | None = None) -> str:
+def _inline_headline(req: falcon.Request | None, status: int) -> str | None:
+    """For 405, 406 and 415 upstream's text names the request's method, Accept or content type."""
+    if req is None:
+        return None
+    if status == 405:
+        return f"The method {req.method} is not allowed for this resource. "
+    if status == 406:
+        accept = req.get_header("accept") or ""
+        if not accept or accept == "*/*":
+            accept = falcon.MEDIA_JSON
+        return f"The resource could not be generated that was acceptable to your browser (content of type {accept}. "
+    if status == 415:
+        return f"The request media type {req.content_type or 'None'} is not supported by this server. "
+    return None
+
+
+def detail_text(status: int, message: str, method: str | None = None, req: falcon.Request | None = None) -> str:
+    headline = _inline_headline(req, status)
+    if headline is not None:
+        return f"{headline}\n\n {flatten(message)}"
     explanation = explanation_for(status, method)
     if message == explanation:
         # A bare refusal (no route, no such version): upstream adds no detail.
@@ -111,17 +125,24 @@ def _status_line(status: int, title: str) -> str:
     return f"{status} {title}"
 
 
+def _message(error: errors.ApiError, message: str) -> str:
+    if isinstance(error, errors.VersionNotAcceptable):
+        # Upstream's microversion middleware prefixes its refusals.
+        return f"Invalid microversion: {message}"
+    return message
+
+
 def _text_error(req: falcon.Request, error: errors.ApiError, media_type: str) -> tuple[bytes, str]:
     status = _status_line(error.status, error.title)
     # The authentication refusal carries no detail upstream.
     message = "" if error.status == 401 else error.message
     if media_type == falcon.MEDIA_TEXT:
-        text = f"{status}\n\n{detail_text(error.status, message, req.method)}"
+        text = f"{status}\n\n{detail_text(error.status, _message(error, message), req.method, req)}"
         return text.encode(), "text/plain; charset=UTF-8"
     explanation = explanation_for(error.status, req.method)
     page = (
         f"<html>\n <head>\n  <title>{status}</title>\n </head>\n <body>\n  <h1>{status}</h1>\n"
-        f"  {explanation}<br /><br />\n{html.escape(message)}\n\n\n </body>\n</html>"
+        f"  {explanation}<br /><br />\n{html.escape(_message(error, message))}\n\n\n </body>\n</html>"
     )
     return page.encode(), "text/html; charset=UTF-8"
 
@@ -136,10 +157,7 @@ def format_error(req: falcon.Request, error: errors.ApiError) -> tuple[bytes, st
         body = {"message": f"{explanation_for(401)}<br /><br />\n\n\n", "code": "401 Unauthorized",
                 "title": "Unauthorized"}
         return orjson.dumps(body), falcon.MEDIA_JSON
-    detail = detail_text(error.status, error.message, req.method)
-    if isinstance(error, errors.VersionNotAcceptable):
-        # Upstream's microversion middleware words this one its own way.
-        detail = f"{_VERSION_EXPLANATION}\n\n Invalid microversion: {flatten(error.message)}"
+    detail = detail_text(error.status, _message(error, error.message), req.method, req)
     entry: dict[str, object] = {"status": error.status, "title": error.title, "detail": detail}
     if context.version is not None and context.version >= CODE_MICROVERSION:
         entry["code"] = error.code or DEFAULT

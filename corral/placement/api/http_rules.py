@@ -20,6 +20,8 @@ from corral.core import errors
 from corral.core.http import Route
 
 JSON = "application/json"
+# Where upstream lists a path's methods in another order than the route table does.
+_ALLOW_ORDER = {"/resource_providers/{uuid}": ("GET", "DELETE", "PUT")}
 # GET routes that never look at the Accept header.
 _ACCEPT_ANYTHING = frozenset({"/", "/traits/{name}"})
 
@@ -31,6 +33,9 @@ class PlacementRules:
         self._methods: dict[str, tuple[str, ...]] = {
             route.path: tuple(method.upper() for method in route.methods) for route in routes
         }
+        for path, order in _ALLOW_ORDER.items():
+            if sorted(self._methods.get(path, ())) == sorted(order):
+                self._methods[path] = order
 
     def process_request(self, req: falcon.Request, resp: falcon.Response) -> None:
         raw_length = req.get_header("content-length")

@@ -128,11 +128,21 @@ def utcnow() -> datetime.datetime:
 
 
 def send_cacheable(
-    req: falcon.Request, resp: falcon.Response, body: Any, last_modified: datetime.datetime | None, status: int = 200
+    req: falcon.Request,
+    resp: falcon.Response,
+    body: Any,
+    last_modified: datetime.datetime | None,
+    status: int = 200,
+    *,
+    modified_known: bool = True,
 ) -> None:
-    """JSON plus, from 1.15, ``last-modified`` and ``cache-control: no-cache``."""
+    """JSON plus, from 1.15, ``last-modified`` and ``cache-control: no-cache``.
+
+    ``modified_known=False`` leaves ``last-modified`` out (upstream does for an empty inventory list).
+    """
     if req.context.at_least(*LAST_MODIFIED):
-        resp.set_header("last-modified", http_date(last_modified))
+        if modified_known:
+            resp.set_header("last-modified", http_date(last_modified))
         resp.set_header("cache-control", "no-cache")
     send_json(resp, body, status)
 

@@ -88,7 +88,9 @@ def list_inventories(state: PlacementState, req: falcon.Request, resp: falcon.Re
     with state.db.read() as conn:
         provider = providers.get_or_404(conn, uuid)
         found = inventories.for_provider(conn, provider.id)
-    util.send_cacheable(req, resp, _all_body(found, provider.generation), provider.modified)
+    util.send_cacheable(
+        req, resp, _all_body(found, provider.generation), provider.modified, modified_known=bool(found)
+    )
 
 
 def replace_inventories(state: PlacementState, req: falcon.Request, resp: falcon.Response, uuid: str) -> None:
@@ -214,7 +216,7 @@ def delete_inventories(state: PlacementState, req: falcon.Request, resp: falcon.
 
 def _delete_all_not_yet(state: PlacementState, req: falcon.Request, resp: falcon.Response, uuid: str) -> None:
     # Upstream answers 405 (not 404) before the method existed.
-    raise errors.MethodNotAllowed("The method specified is not allowed for this resource.")
+    raise errors.MethodNotAllowed("")
 
 
 ROUTES = [
