@@ -7,6 +7,7 @@ and show full records again once it is back.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -25,6 +26,8 @@ USER_A = "user-a:project-a"
 def pg_cloud(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ComputeServer, TcpProxy]]:
     reason = server_unavailable_reason("postgresql")
     if reason is not None:
+        if os.environ.get("CORRAL_TEST_REQUIRE_BACKENDS") == "1":
+            pytest.fail(reason)
         pytest.skip(reason)
     tmp = Path(tmp_path_factory.mktemp("pg-down"))
     sqlite = DatabaseFactory("sqlite", tmp)

@@ -24,17 +24,13 @@ from tests.compute.test_down_cells import UNREACHABLE
 
 pytestmark = [
     pytest.mark.slow,
+    # Client behaviour does not depend on the database.
+    pytest.mark.backends("first"),
     pytest.mark.filterwarnings(r"ignore::PendingDeprecationWarning:openstack\..*"),
     pytest.mark.filterwarnings(r"ignore::DeprecationWarning:novaclient\..*"),
 ]
 
 USER_A = "user-a:project-a"
-
-
-@pytest.fixture(autouse=True)
-def _sqlite_only(backend: str) -> None:
-    if backend != "sqlite":
-        pytest.skip("client behaviour does not depend on the database; covered on sqlite")
 
 
 def _identity_discovery(environ: dict[str, Any], start_response: Any) -> list[bytes]:
