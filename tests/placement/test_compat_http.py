@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-import falcon.testing
 from uuid import uuid4
+
+import falcon.testing
 
 
 def _detail(response) -> str:
