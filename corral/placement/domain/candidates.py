@@ -458,24 +458,19 @@ def merge_candidates(merge: Merge, per_group: dict[str, Iterable[GroupRequest]],
                 for positions in subtree_positions
             ):
                 continue
-            amounts: dict[tuple[int, int], int] = {}
-            for request in combo:
-                for rp, resources in request.allocations:
-                    for rc, amount in resources:
-                        key = (rp, rc)
-                        amounts[key] = amounts.get(key, 0) + amount
-            if not _within_capacity(amounts, inventory):
+            allocations, folded = _combined(combo, shared)
+            if folded and not _within_capacity(allocations, inventory):
                 continue
-            if not merge.nested_aware and not _one_provider_per_tree(amounts, root_of):
+            used = frozenset(rp for rp, _resources in allocations)
+            if not merge.nested_aware and len({root_of[rp] for rp in used}) != len(used):
                 continue
-            allocations = _grouped(amounts, shared)
             mappings = tuple((suffixes[i], combo[i].providers) for i in range(len(suffixes)))
-            if seen is not None and all(rp in sharing for (rp, _rc) in amounts):
+            if seen is not None and used <= sharing:
                 key = (allocations, mappings)
                 if key in seen:
                     continue
                 seen.add(key)
-            yield Candidate(anchor, allocations, mappings, frozenset(rp for rp, _rc in amounts))
+            yield Candidate(anchor, allocations, mappings, used)
 
 
 def _single_group(merge: Merge, requests: Iterable[GroupRequest], facts: Facts) -> Iterator[Candidate]:
@@ -494,26 +489,38 @@ def _single_group(merge: Merge, requests: Iterable[GroupRequest], facts: Facts) 
         yield Candidate(anchor, allocations, ((suffix, providers),), providers)
 
 
-def _grouped(amounts: dict[tuple[int, int], int], shared: dict[Resources, Resources]) -> Allocations:
-    by_provider: dict[int, list[tuple[int, int]]] = {}
-    for (rp, rc), amount in sorted(amounts.items()):
-        by_provider.setdefault(rp, []).append((rc, amount))
-    return tuple((rp, shared.setdefault(tuple(part), tuple(part))) for rp, part in by_provider.items())
+def _combined(combo: tuple[GroupRequest, ...], shared: dict[Resources, Resources]) -> tuple[Allocations, bool]:
+    """The groups' allocations as one, by provider; and whether some amounts
+    of one class on one provider were added together."""
+    parts = sorted(part for request in combo for part in request.allocations)
+    merged: list[tuple[int, Resources]] = []
+    folded = False
+    for rp, resources in parts:
+        if merged and merged[-1][0] == rp:
+            together = dict(merged[-1][1])
+            for rc, amount in resources:
+                if rc in together:
+                    together[rc] += amount
+                    folded = True
+                else:
+                    together[rc] = amount
+            key = tuple(sorted(together.items()))
+            merged[-1] = (rp, shared.setdefault(key, key))
+        else:
+            merged.append((rp, resources))
+    return tuple(merged), folded
 
 
-def _within_capacity(amounts: dict[tuple[int, int], int], inventory: dict[int, dict[int, InventoryRow]]) -> bool:
+def _within_capacity(allocations: Allocations, inventory: dict[int, dict[int, InventoryRow]]) -> bool:
     # Groups were checked one by one; amounts folded together from several
     # groups onto one provider must still fit (capacity and max_unit only).
-    for (rp, rc), amount in amounts.items():
-        capacity, used, _min_unit, max_unit, _step = inventory[rc][rp]
-        if used + amount > int(capacity) or amount > max_unit:
-            return False
+    for rp, resources in allocations:
+        for rc, amount in resources:
+            capacity, used, _min_unit, max_unit, _step = inventory[rc][rp]
+            if used + amount > int(capacity) or amount > max_unit:
+                return False
     return True
 
-
-def _one_provider_per_tree(amounts: dict[tuple[int, int], int], root_of: dict[int, int]) -> bool:
-    providers = {rp for rp, _rc in amounts}
-    return len({root_of[rp] for rp in providers}) == len(providers)
 
 def select(candidates: Iterator[Candidate], limit: int | None, randomize: bool) -> list[Candidate]:
     """Apply ``limit``: the first ones found, or a random choice among all."""
