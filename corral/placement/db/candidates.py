@@ -252,7 +252,6 @@ def inventories_of_classes(
     used_by = {(rp_id, rc): int(used) for rp_id, rc, used in conn.execute(_usage(None if every_class else class_ids))}
     inventory = facts.inventory
     root_of = facts.root_of
-    summary_rows = facts.summary_rows
     seen_classes: set[int] = set()
     for rp_id, root_id, rc, total, reserved, min_unit, max_unit, step, ratio in conn.execute(statement):
         root_of[rp_id] = root_id
@@ -260,14 +259,7 @@ def inventories_of_classes(
         if rows is None:
             rows = inventory[rc] = {}
             seen_classes.add(rc)
-        capacity = (total - reserved) * ratio
-        used = used_by.get((rp_id, rc), 0)
-        rows[rp_id] = (capacity, used, min_unit, max_unit, step)
-        found = summary_rows.get(rp_id)
-        if found is None:
-            summary_rows[rp_id] = [(rc, int(capacity), used)]
-        else:
-            found.append((rc, int(capacity), used))
+        rows[rp_id] = ((total - reserved) * ratio, used_by.get((rp_id, rc), 0), min_unit, max_unit, step)
     # With every class read, classes no provider has are complete too.
     facts.every_class = every_class
     return whole | seen_classes if every_class else whole
@@ -555,19 +547,26 @@ def _summary_inventories(
 ) -> dict[int, list[tuple[int, int, int]]]:
     """Summaries' inventories: classes read for the whole cloud come from
     ``facts``; the database is asked only for the rest."""
-    if all_classes and facts.every_class:
-        rows = facts.summary_rows
-        return {rp: rows[rp] for rp in summarised if rp in rows}
     known = facts.complete_classes if all_classes else facts.complete_classes & requested
-    if all_classes:
+    if all_classes and facts.every_class:
+        found: dict[int, list[tuple[int, int, int]]] = {}
+    elif all_classes:
         found = summary_inventories(conn, summarised, exclude=known)
     else:
         found = summary_inventories(conn, summarised, only=requested - known)
-    rows = facts.summary_rows
-    for rp in summarised:
-        for entry in rows.get(rp, ()):
-            if entry[0] in known:
-                found.setdefault(rp, []).append(entry)
+    for rc in sorted(known):
+        rows = facts.inventory.get(rc)
+        if not rows:
+            continue
+        for rp in summarised:
+            row = rows.get(rp)
+            if row is not None:
+                entry = (rc, int(row[0]), row[1])
+                listed = found.get(rp)
+                if listed is None:
+                    found[rp] = [entry]
+                else:
+                    listed.append(entry)
     return found
 
 

@@ -158,8 +158,6 @@ class Facts:
     root_forbidden: frozenset[int] = frozenset()
     # resource classes whose inventories were read for every provider
     complete_classes: set[int] = field(default_factory=set)
-    # provider id -> [(resource class id, capacity, used)] of the classes read
-    summary_rows: dict[int, list[tuple[int, int, int]]] = field(default_factory=dict)
     # the inventories of every class were read (not only the requested ones)
     every_class: bool = False
     _anchor_ok: dict[int, bool] = field(default_factory=dict)
@@ -250,6 +248,8 @@ def _providers_by_anchor(group: ResolvedGroup, rc: int, amount: int, facts: Fact
     anchor_ok = facts.anchor_ok
     sharing = facts.sharing
     plain = in_aggs is None and bad is None and not (facts.root_required or facts.root_forbidden)
+    if plain and group.tree_root is None:
+        return _by_root(rc, amount, facts)
     by_anchor: dict[int, list[int]] = {}
     for rp, root in _fitting(group, rc, amount, facts):
         if plain and rp not in sharing:
@@ -274,6 +274,27 @@ def _providers_by_anchor(group: ResolvedGroup, rc: int, amount: int, facts: Fact
                 by_anchor[anchor] = [rp]
             else:
                 found.append(rp)
+    return by_anchor
+
+
+def _by_root(rc: int, amount: int, facts: Facts) -> dict[int, list[int]]:
+    """:func:`_providers_by_anchor` without filters, in one tight loop."""
+    root_of = facts.root_of
+    sharing = facts.sharing
+    by_anchor: dict[int, list[int]] = {}
+    for rp, (capacity, used, min_unit, max_unit, step) in facts.inventory.get(rc, {}).items():
+        if used + amount > capacity or amount < min_unit or amount > max_unit or amount % step:
+            continue
+        root = root_of[rp]
+        found = by_anchor.get(root)
+        if found is None:
+            by_anchor[root] = [rp]
+        else:
+            found.append(rp)
+        if rp in sharing:
+            for anchor in facts.anchors_of.get(rp, ()):
+                if anchor != root:
+                    by_anchor.setdefault(anchor, []).append(rp)
     return by_anchor
 
 
