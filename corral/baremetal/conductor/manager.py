@@ -17,7 +17,7 @@ from typing import Any
 from oslo_config import cfg
 
 from corral.baremetal import conf as baremetal_conf
-from corral.baremetal.conductor import allocations, cleaning, locks, power, provisioning
+from corral.baremetal.conductor import allocations, cleaning, power, provisioning
 from corral.baremetal.conductor.hash_ring import HashRing
 from corral.baremetal.conductor.task import Task, invalid_action
 from corral.baremetal.db import conductors as conductor_db

@@ -72,12 +72,11 @@ def get(conn: Connection, uuid: str) -> Provider | None:
     return _provider(row) if row is not None else None
 
 
-def get_or_404(conn: Connection, uuid: str) -> Provider:
+def get_or_404(conn: Connection, uuid: str, code: str | None = None) -> Provider:
+    """The provider, or a 404 (upstream sends a specific code only from the reshaper)."""
     provider = get(conn, uuid)
     if provider is None:
-        raise errors.NotFound(
-            f"No resource provider with uuid {uuid} found", code=codes.RESOURCE_PROVIDER_NOT_FOUND
-        )
+        raise errors.NotFound(f"No resource provider with uuid {uuid} found", code=code)
     return provider
 
 

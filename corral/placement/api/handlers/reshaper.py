@@ -14,6 +14,7 @@ import falcon
 from sqlalchemy.engine import Connection
 
 from corral.core.http import Endpoint, Route, send_empty
+from corral.placement.api import errors as codes
 from corral.placement.api import util
 from corral.placement.api.handlers.allocations import consumer_request, id_cache
 from corral.placement.api.handlers.inventories import _replace as replace_inventories
@@ -46,7 +47,8 @@ def reshape(state: PlacementState, req: falcon.Request, resp: falcon.Response) -
             conn.execute(allocations.delete().where(allocations.c.consumer_id.in_(consumer_uuids)))
         for uuid in sorted(new_inventories):
             generation, inventory = new_inventories[uuid]
-            replace_inventories(state, conn, req, providers.get_or_404(conn, uuid), inventory, generation)
+            provider = providers.get_or_404(conn, uuid, codes.RESOURCE_PROVIDER_NOT_FOUND)
+            replace_inventories(state, conn, req, provider, inventory, generation)
         allocation_db.replace(conn, requests, state.standard_classes, now, id_cache(state))
 
     state.db.write(work)

@@ -10,9 +10,7 @@ from sqlalchemy.engine import Connection
 
 from corral.core import errors
 from corral.core.http import Route, send_empty
-from corral.placement.api import errors as codes
 from corral.placement.api import query, util
-from corral.placement.api.schemas import resource_providers as schemas
 from corral.placement.api.state import PlacementState
 from corral.placement.db import provider_filters, providers
 from corral.placement.db.providers import Provider
@@ -155,7 +153,7 @@ def delete_provider(state: PlacementState, req: falcon.Request, resp: falcon.Res
         provider = providers.get(conn, uuid)
         if provider is None:
             raise errors.NotFound(
-                f"No resource provider with uuid {uuid} found for delete", code=codes.RESOURCE_PROVIDER_NOT_FOUND
+                f"No resource provider with uuid {uuid} found for delete"
             )
         providers.delete(conn, provider)
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import re
 
 import falcon
-import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from corral.core import errors
