@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Collection
 from typing import Any
 
 import falcon
@@ -80,3 +81,40 @@ def not_found_unless(condition: bool, message: str) -> None:
 
 def client_error(message: str, status: int = 400) -> ApiError:
     return ApiError(message, status=status)
+
+
+def paging(
+    state: BaremetalState,
+    req: falcon.Request,
+    *,
+    sort_keys: Collection[str],
+    find_marker: Callable[[Any, str], dict[str, Any] | None],
+    kind: str,
+) -> tuple[int, str, str, dict[str, Any] | None]:
+    """``limit``, ``sort_key``, ``sort_dir`` and the ``marker`` row of a collection request."""
+    max_limit = state.conf.api.max_limit
+    limit = max_limit
+    raw_limit = req.get_param("limit")
+    if raw_limit is not None:
+        try:
+            limit = int(raw_limit)
+        except ValueError:
+            raise BadRequest(f"Invalid limit: {raw_limit!r} is not an integer.") from None
+        if limit <= 0:
+            raise BadRequest("Limit must be positive")
+        limit = min(limit, max_limit)
+    sort_key = req.get_param("sort_key") or "id"
+    if sort_key not in sort_keys:
+        raise BadRequest(f'The sort_key value "{sort_key}" is an invalid field for sorting')
+    sort_dir = (req.get_param("sort_dir") or "asc").lower()
+    if sort_dir not in ("asc", "desc"):
+        raise BadRequest(f"Invalid sort direction: {sort_dir}. Acceptable values are 'asc' or 'desc'")
+    marker = None
+    marker_uuid = req.get_param("marker")
+    if marker_uuid is not None:
+        if uuidutils.is_uuid_like(marker_uuid):
+            with state.db.read() as conn:
+                marker = find_marker(conn, marker_uuid)
+        if marker is None:
+            raise NotFound(f"{kind} {marker_uuid} could not be found.")
+    return limit, sort_key, sort_dir, marker

@@ -229,34 +229,6 @@ def create(state: BaremetalState, req: falcon.Request, resp: falcon.Response) ->
 # -------------------------------------------------------------- list
 
 
-def _paging(state: BaremetalState, req: falcon.Request) -> tuple[int, str, str, dict[str, Any] | None]:
-    max_limit = state.conf.api.max_limit
-    limit = max_limit
-    raw_limit = req.get_param("limit")
-    if raw_limit is not None:
-        try:
-            limit = int(raw_limit)
-        except ValueError:
-            raise BadRequest(f"Invalid limit: {raw_limit!r} is not an integer.") from None
-        if limit <= 0:
-            raise BadRequest("Limit must be positive")
-        limit = min(limit, max_limit)
-    sort_key = req.get_param("sort_key") or "id"
-    if sort_key not in allocation_db.SORT_KEYS:
-        raise BadRequest(f'The sort_key value "{sort_key}" is an invalid field for sorting')
-    sort_dir = (req.get_param("sort_dir") or "asc").lower()
-    if sort_dir not in ("asc", "desc"):
-        raise BadRequest(f"Invalid sort direction: {sort_dir}. Acceptable values are 'asc' or 'desc'")
-    marker = None
-    marker_uuid = req.get_param("marker")
-    if marker_uuid is not None:
-        with state.db.read() as conn:
-            marker = allocation_db.get(conn, uuid=marker_uuid) if uuidutils.is_uuid_like(marker_uuid) else None
-        if marker is None:
-            raise NotFound(f"Allocation {marker_uuid} could not be found.")
-    return limit, sort_key, sort_dir, marker
-
-
 def _list_filters(state: BaremetalState, req: falcon.Request) -> dict[str, Any]:
     filters: dict[str, Any] = {}
     allocation_state = req.get_param("state")
@@ -293,7 +265,10 @@ def list_allocations(state: BaremetalState, req: falcon.Request, resp: falcon.Re
     _authorize(state, req, "baremetal:allocation:list")
     fields = _parse_fields(req)
     filters = _list_filters(state, req)
-    limit, sort_key, sort_dir, marker = _paging(state, req)
+    limit, sort_key, sort_dir, marker = common.paging(
+        state, req, sort_keys=allocation_db.SORT_KEYS,
+        find_marker=lambda conn, uuid: allocation_db.get(conn, uuid=uuid), kind="Allocation",
+    )
     with state.db.read() as conn:
         found = allocation_db.list_allocations(conn, filters, sort_key=sort_key, sort_dir=sort_dir, limit=limit,
                                                marker=marker)

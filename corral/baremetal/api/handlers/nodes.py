@@ -17,7 +17,7 @@ from corral.baremetal.db import nodes as node_db
 from corral.baremetal.domain import states
 from corral.baremetal.drivers.base import INTERFACE_TYPES
 from corral.core.db import is_duplicate
-from corral.core.errors import BadRequest, Conflict, NotFound
+from corral.core.errors import BadRequest, Conflict
 from corral.core.http import Route, send_empty, send_json
 
 # Fields a PATCH may change, in upstream's order.
@@ -167,40 +167,14 @@ def _filters(req: falcon.Request) -> dict[str, Any]:
     return filters
 
 
-def _paging(state: BaremetalState, req: falcon.Request) -> tuple[int, str, str, dict[str, Any] | None]:
-    max_limit = state.conf.api.max_limit
-    raw_limit = req.get_param("limit")
-    limit = max_limit
-    if raw_limit is not None:
-        try:
-            limit = int(raw_limit)
-        except ValueError:
-            raise BadRequest(f"Invalid limit: {raw_limit!r} is not an integer.") from None
-        if limit <= 0:
-            raise BadRequest("Limit must be positive")
-        limit = min(limit, max_limit)
-    sort_key = req.get_param("sort_key") or "id"
-    if sort_key not in node_db.SORT_KEYS:
-        raise BadRequest(f'The sort_key value "{sort_key}" is an invalid field for sorting')
-    sort_dir = (req.get_param("sort_dir") or "asc").lower()
-    if sort_dir not in ("asc", "desc"):
-        raise BadRequest(f"Invalid sort direction: {sort_dir}. Acceptable values are 'asc' or 'desc'")
-    marker = None
-    marker_uuid = req.get_param("marker")
-    if marker_uuid is not None:
-        with state.db.read() as conn:
-            marker = node_db.get(conn, uuid=marker_uuid) if uuidutils.is_uuid_like(marker_uuid) else None
-        if marker is None:
-            raise NotFound(f"Node {marker_uuid} could not be found.")
-    return limit, sort_key, sort_dir, marker
-
-
 def _list(state: BaremetalState, req: falcon.Request, resp: falcon.Response, *, detail: bool, path: str) -> None:
     common.authorize(state, req, "baremetal:node:list")
     fields = None if detail else views.parse_fields(req)
     filters = _filters(req)
     conductor = filters.pop("conductor", None)
-    limit, sort_key, sort_dir, marker = _paging(state, req)
+    limit, sort_key, sort_dir, marker = common.paging(
+        state, req, sort_keys=node_db.SORT_KEYS, find_marker=lambda conn, uuid: node_db.get(conn, uuid=uuid), kind="Node"
+    )
     live = state.rpc.live()
     found: list[dict[str, Any]] = []
     with state.db.read() as conn:
