@@ -36,6 +36,16 @@ _PG_UNIQUE_STATE = "23505"
 _MYSQL_DUPLICATE_ERRNO = 1062
 
 
+# Constraint and index names every service's tables use, so that migrations
+# and tables agree on them on every backend.
+NAMING_CONVENTION = {
+    "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+    "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+
 def normalize_url(url: str) -> str:
     """Pick the drivers Corral ships with when a URL names none."""
     if url.startswith("postgresql://") or url.startswith("postgres://"):

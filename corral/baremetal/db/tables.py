@@ -12,14 +12,9 @@ from __future__ import annotations
 import sqlalchemy as sa
 from sqlalchemy.dialects import mysql
 
-metadata = sa.MetaData(
-    naming_convention={
-        "ix": "ix_%(table_name)s_%(column_0_N_name)s",
-        "uq": "uq_%(table_name)s_%(column_0_N_name)s",
-        "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
-        "pk": "pk_%(table_name)s",
-    }
-)
+from corral.core.db import NAMING_CONVENTION
+
+metadata = sa.MetaData(naming_convention=NAMING_CONVENTION)
 
 # Microsecond precision everywhere (MySQL's DATETIME drops it by default).
 Timestamp = sa.DateTime().with_variant(mysql.DATETIME(fsp=6), "mysql")

@@ -12,18 +12,13 @@ from __future__ import annotations
 import sqlalchemy as sa
 from sqlalchemy.dialects import mysql
 
+from corral.core.db import NAMING_CONVENTION
+
 # Microsecond timestamps on every backend (MySQL's DATETIME drops them
 # otherwise): listings sort by creation time across cells.
 Timestamp = sa.DateTime().with_variant(mysql.DATETIME(fsp=6), "mysql", "mariadb")
 
-metadata = sa.MetaData(
-    naming_convention={
-        "ix": "ix_%(table_name)s_%(column_0_N_name)s",
-        "uq": "uq_%(table_name)s_%(column_0_N_name)s",
-        "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
-        "pk": "pk_%(table_name)s",
-    }
-)
+metadata = sa.MetaData(naming_convention=NAMING_CONVENTION)
 
 
 def _timestamps() -> list[sa.Column]:

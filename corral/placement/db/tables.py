@@ -10,14 +10,9 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 
-metadata = sa.MetaData(
-    naming_convention={
-        "ix": "ix_%(table_name)s_%(column_0_N_name)s",
-        "uq": "uq_%(table_name)s_%(column_0_N_name)s",
-        "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
-        "pk": "pk_%(table_name)s",
-    }
-)
+from corral.core.db import NAMING_CONVENTION
+
+metadata = sa.MetaData(naming_convention=NAMING_CONVENTION)
 
 
 def _timestamps() -> list[sa.Column]:
