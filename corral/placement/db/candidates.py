@@ -249,17 +249,32 @@ def inventories_of_classes(
                 roots = sorted(t for t in trees if t is not None)
                 branches.append(sa.and_(inventories.c.resource_class_id == rc, rp.c.root_provider_id.in_(roots)))
         statement = statement.where(sa.or_(*branches))
-    used_by = {(rp_id, rc): int(used) for rp_id, rc, used in conn.execute(_usage(None if every_class else class_ids))}
+    # Usage is keyed by class, then provider: no tuple keys to build per row.
+    used_by: dict[int, dict[int, int]] = {}
+    for rp_id, rc, used in conn.execute(_usage(None if every_class else class_ids)).all():
+        found = used_by.get(rc)
+        if found is None:
+            found = used_by[rc] = {}
+        found[rp_id] = int(used)
     inventory = facts.inventory
     root_of = facts.root_of
     seen_classes: set[int] = set()
-    for rp_id, root_id, rc, total, reserved, min_unit, max_unit, step, ratio in conn.execute(statement):
+    no_usage: dict[int, int] = {}
+    rows: dict[int, InventoryRow] = {}
+    usage_of = no_usage
+    last_rc = None
+    # fetchall() and one pass: the rows come grouped by class more often than not.
+    for rp_id, root_id, rc, total, reserved, min_unit, max_unit, step, ratio in conn.execute(statement).all():
         root_of[rp_id] = root_id
-        rows = inventory.get(rc)
-        if rows is None:
-            rows = inventory[rc] = {}
-            seen_classes.add(rc)
-        rows[rp_id] = ((total - reserved) * ratio, used_by.get((rp_id, rc), 0), min_unit, max_unit, step)
+        if rc != last_rc:
+            last_rc = rc
+            found_rows = inventory.get(rc)
+            if found_rows is None:
+                found_rows = inventory[rc] = {}
+                seen_classes.add(rc)
+            rows = found_rows
+            usage_of = used_by.get(rc, no_usage)
+        rows[rp_id] = ((total - reserved) * ratio, usage_of.get(rp_id, 0), min_unit, max_unit, step)
     # With every class read, classes no provider has are complete too.
     facts.every_class = every_class
     return whole | seen_classes if every_class else whole
@@ -296,7 +311,7 @@ def traits_and_aggregates(conn: Connection, trait_ids: Collection[int], aggregat
         return
     statement = parts[0] if len(parts) == 1 else sa.union_all(*parts)
     root_of = facts.root_of
-    for kind, rp_id, root_id, ident in conn.execute(statement):
+    for kind, rp_id, root_id, ident in conn.execute(statement).all():
         root_of[rp_id] = root_id
         target = facts.traits_of if kind == _KIND_TRAIT else facts.aggs_of
         found = target.get(rp_id)
@@ -329,7 +344,7 @@ def sharing_anchors(conn: Connection, sharing_ids: Collection[int], facts: Facts
         .where(mine.c.resource_provider_id.in_(sorted(sharing_ids)))
         .distinct()
     )
-    for sharing_id, root_id in conn.execute(statement):
+    for sharing_id, root_id in conn.execute(statement).all():
         facts.anchors_of.setdefault(sharing_id, set()).add(root_id)
 
 
@@ -398,9 +413,10 @@ def providers_of_trees(conn: Connection, roots: Collection[int], providers: Coll
     if all(clause is not None for clause in clauses):
         statement = statement.where(sa.or_(*clauses))
     found = {}
-    for rp_id, uuid, parent_id, root_id in conn.execute(statement):
+    make = tuple.__new__
+    for rp_id, uuid, parent_id, root_id in conn.execute(statement).all():
         if root_id in roots or rp_id in providers:
-            found[rp_id] = ProviderRow(uuid, parent_id, root_id)
+            found[rp_id] = make(ProviderRow, (uuid, parent_id, root_id))
     return found
 
 
@@ -475,7 +491,7 @@ def summary_inventories(
         statement = statement.where(inv.c.resource_class_id.in_(_other_classes(exclude)))
     wanted = provider_ids if isinstance(provider_ids, (set, frozenset, dict)) else set(provider_ids)
     found: dict[int, list[tuple[int, int, int]]] = {}
-    for rp_id, rc, total, reserved, ratio, used in conn.execute(statement):
+    for rp_id, rc, total, reserved, ratio, used in conn.execute(statement).all():
         if rp_id in wanted:
             found.setdefault(rp_id, []).append((rc, int((total - reserved) * ratio), int(used)))
     return found
@@ -499,7 +515,7 @@ def summary_traits(conn: Connection, provider_ids: Collection[int]) -> dict[int,
         statement = statement.where(in_providers)
     wanted = provider_ids if isinstance(provider_ids, (set, frozenset, dict)) else set(provider_ids)
     found: dict[int, list[str]] = {}
-    for rp_id, name in conn.execute(statement):
+    for rp_id, name in conn.execute(statement).all():
         if rp_id in wanted:
             found.setdefault(rp_id, []).append(name)
     for names in found.values():
