@@ -14,6 +14,7 @@ the functions below combine them into allocation requests.
 from __future__ import annotations
 
 import itertools
+import operator
 import random
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -322,12 +323,19 @@ def unnumbered_requests(group: ResolvedGroup, facts: Facts) -> Iterator[GroupReq
     traits_of = facts.traits_of
     keys = [(rc, amount) for rc, amount, _ in by_rc]
     everything = tuple(keys)
+    maps = [by_anchor for _rc, _amount, by_anchor in by_rc]
     shared: dict[Resources, Resources] = {}
+    # Which classes share a provider in a combination (its "pattern": the
+    # position of the first class each provider serves) decides how the
+    # amounts are split; the split is worked out once per pattern.
+    splits: dict[tuple[int, ...], tuple[tuple[int, Resources], ...]] = {}
+    make = tuple.__new__
+    first = operator.itemgetter(0)
     for anchor in sorted(common):
-        choices = [by_anchor[anchor] for _rc, _amount, by_anchor in by_rc]
-        if all(len(choice) == 1 for choice in choices):
+        choices = [by_anchor[anchor] for by_anchor in maps]
+        if max(map(len, choices)) == 1:
             # One provider per class (a flat tree): no product to build.
-            combos: Iterable[tuple[int, ...]] = (tuple(choice[0] for choice in choices),)
+            combos: Iterable[tuple[int, ...]] = (tuple(map(first, choices)),)
         else:
             combos = itertools.product(*choices)
         for combo in combos:
@@ -337,13 +345,20 @@ def unnumbered_requests(group: ResolvedGroup, facts: Facts) -> Iterator[GroupReq
             if len(providers) == 1:
                 allocations: Allocations = ((combo[0], everything),)
             else:
-                by_provider: dict[int, list[tuple[int, int]]] = {}
-                for rp, key in zip(combo, keys):
-                    by_provider.setdefault(rp, []).append(key)
-                allocations = tuple(
-                    sorted((rp, shared.setdefault(tuple(part), tuple(part))) for rp, part in by_provider.items())
-                )
-            yield GroupRequest(anchor, allocations, providers)
+                pattern = tuple(map(combo.index, combo))
+                split = splits.get(pattern)
+                if split is None:
+                    split = splits[pattern] = _split(pattern, keys, shared)
+                allocations = tuple(sorted([(combo[first], part) for first, part in split]))
+            yield make(GroupRequest, (anchor, allocations, providers))
+
+
+def _split(pattern: tuple[int, ...], keys: list[tuple[int, int]], shared: dict[Resources, Resources]) -> tuple[tuple[int, Resources], ...]:
+    """(position of a provider's first class, what it gives) for each provider of a combination pattern."""
+    by_first: dict[int, list[tuple[int, int]]] = {}
+    for first, key in zip(pattern, keys):
+        by_first.setdefault(first, []).append(key)
+    return tuple((first, shared.setdefault(tuple(part), tuple(part))) for first, part in by_first.items())
 
 
 def _single_provider_ok(rp: int, group: ResolvedGroup, facts: Facts, in_aggs: set[int] | None, bad: set[int]) -> bool:
@@ -497,17 +512,19 @@ def merge_candidates(merge: Merge, per_group: dict[str, Iterable[GroupRequest]],
 def _single_group(merge: Merge, requests: Iterable[GroupRequest], facts: Facts) -> Iterator[Candidate]:
     suffix = merge.groups[0].suffix
     sharing = facts.sharing
-    seen: set[tuple[object, ...]] | None = set() if sharing else None
+    seen: set[tuple[object, ...]] = set()
     root_of = facts.root_of
+    one_per_tree = not merge.nested_aware
+    make = tuple.__new__
     for anchor, allocations, providers in requests:
-        if not merge.nested_aware and len({root_of[rp] for rp in providers}) != len(providers):
+        if one_per_tree and len({root_of[rp] for rp in providers}) != len(providers):
             continue
-        if seen is not None and providers <= sharing:
+        if sharing and providers <= sharing:
             key = (allocations, providers)
             if key in seen:
                 continue
             seen.add(key)
-        yield Candidate(anchor, allocations, ((suffix, providers),), providers)
+        yield make(Candidate, (anchor, allocations, ((suffix, providers),), providers))
 
 
 def _combined(combo: tuple[GroupRequest, ...], shared: dict[Resources, Resources]) -> tuple[Allocations, bool]:
