@@ -39,7 +39,9 @@ from corral.placement.domain.candidates import (
     group_requests,
     merge_candidates,
     select,
+    named_providers,
     summary_providers,
+    used_providers,
 )
 
 # Above this many ids an IN list costs more than reading every row and
@@ -560,9 +562,10 @@ class Answer:
 
 def _summary_inventories(
     conn: Connection, summarised: list[int], facts: Facts, requested: set[int], all_classes: bool
-) -> dict[int, list[tuple[int, int, int]]]:
-    """Summaries' inventories: classes read for the whole cloud come from
-    ``facts``; the database is asked only for the rest."""
+) -> tuple[dict[int, list[tuple[int, int, int]]], set[int]]:
+    """Summaries' inventories, and the classes they (or the request) name:
+    classes read for the whole cloud come from ``facts``; the database is
+    asked only for the rest."""
     known = facts.complete_classes if all_classes else facts.complete_classes & requested
     if all_classes and facts.every_class:
         found: dict[int, list[tuple[int, int, int]]] = {}
@@ -570,10 +573,14 @@ def _summary_inventories(
         found = summary_inventories(conn, summarised, exclude=known)
     else:
         found = summary_inventories(conn, summarised, only=requested - known)
+    classes = set(requested)
+    for rows in found.values():
+        classes.update([rc for rc, _capacity, _used in rows])
     for rc in sorted(known):
         rows = facts.inventory.get(rc)
         if not rows:
             continue
+        classes.add(rc)
         for rp in summarised:
             row = rows.get(rp)
             if row is not None:
@@ -583,7 +590,7 @@ def _summary_inventories(
                     found[rp] = [entry]
                 else:
                     listed.append(entry)
-    return found
+    return found, classes
 
 
 def find_candidates(
@@ -630,14 +637,20 @@ def find_candidates(
     chosen = select(merge_candidates(merge, per_group, facts), request.limit, randomize)
     if not chosen:
         return empty
-    named = {rp for candidate in chosen for _suffix, members in candidate.mappings for rp in members}
-    providers = providers_of_trees(conn, {facts.root_of[rp] for rp in named})
-    tree_roots, single = summary_providers(chosen, facts.root_of, request.nested_aware)
-    summarised = sorted(rp for rp, row in providers.items() if row.root_id in tree_roots or rp in single)
+    used = used_providers(chosen)
+    # With one group the mappings name exactly the providers used.
+    named = used if len(groups) == 1 else named_providers(chosen)
+    root_of = facts.root_of
+    named_roots = {root_of[rp] for rp in named}
+    providers = providers_of_trees(conn, named_roots)
+    tree_roots, single = summary_providers(used, root_of, request.nested_aware)
+    if tree_roots == named_roots and not single:
+        summarised = sorted(providers)
+    else:
+        summarised = sorted(rp for rp, row in providers.items() if row.root_id in tree_roots or rp in single)
     requested_classes = {rc for group in groups for rc in group.resources}
-    inventories_found = _summary_inventories(conn, summarised, facts, requested_classes, all_classes_in_summaries)
+    inventories_found, used_classes = _summary_inventories(conn, summarised, facts, requested_classes, all_classes_in_summaries)
     traits_found = summary_traits(conn, summarised) if with_traits else {}
-    used_classes = {rc for rows in inventories_found.values() for rc, _cap, _used in rows} | requested_classes
     return Answer(
         candidates=chosen,
         providers=providers,

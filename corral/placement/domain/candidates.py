@@ -582,15 +582,28 @@ def select(candidates: Iterator[Candidate], limit: int | None, randomize: bool) 
     return reservoir
 
 
-def summary_providers(candidates: list[Candidate], root_of: dict[int, int], nested_aware: bool) -> tuple[set[int], set[int]]:
-    """(roots whose whole trees are summarised, extra single providers).
+def summary_providers(used: set[int], root_of: dict[int, int], nested_aware: bool) -> tuple[set[int], set[int]]:
+    """(roots whose whole trees are summarised, extra single providers), given
+    the providers the candidates use.
 
     From 1.29 every provider of every tree a candidate uses is summarised;
     before, only the providers the candidates use.
     """
-    used: set[int] = set()
-    for candidate in candidates:
-        used.update(candidate.used)
     if nested_aware:
         return {root_of[rp] for rp in used}, set()
     return set(), used
+
+
+def used_providers(candidates: list[Candidate]) -> set[int]:
+    """Every provider some candidate allocates from."""
+    return set().union(*[candidate[3] for candidate in candidates])
+
+
+def named_providers(candidates: list[Candidate]) -> set[int]:
+    """Every provider some candidate names in its mappings (a superset of
+    the providers used: groups without resources name providers too)."""
+    named: set[int] = set()
+    for candidate in candidates:
+        for _suffix, members in candidate.mappings:
+            named |= members
+    return named

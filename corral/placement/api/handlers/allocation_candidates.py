@@ -103,45 +103,54 @@ def render(answer: Answer, version: tuple[int, int]) -> dict[str, Any]:
 
 
 def _render_requests(answer: Answer, version: tuple[int, int]) -> list[dict[str, Any]]:
-    uuid_of = {rp: row.uuid for rp, row in answer.providers.items()}
+    providers = answer.providers
+    uuid_of = {rp: row[0] for rp, row in providers.items()}
     names = answer.class_names
-    with_mappings = version >= MAPPINGS
-    as_dict = version >= DICT_ALLOCATIONS
-    # Candidates share their per-provider resource tuples; so do the
-    # rendered dicts (serialised as many times as they appear).
-    rendered_resources: dict[Any, dict[str, int]] = {}
-    wrapped: dict[Any, dict[str, Any]] = {}
-    rendered = []
-    for _anchor, allocations, mappings, _used in answer.candidates:
-        if as_dict:
-            by_provider: dict[str, Any] = {}
-            for rp, resources in allocations:
-                wrapper = wrapped.get(resources)
-                if wrapper is None:
-                    wrapper = wrapped[resources] = {"resources": _resources(resources, names, rendered_resources)}
-                by_provider[uuid_of[rp]] = wrapper
-            request: dict[str, Any] = {"allocations": by_provider}
-            if with_mappings:
-                request["mappings"] = {
-                    suffix: [uuid_of[rp] for rp in members] if len(members) == 1
-                    else sorted(uuid_of[rp] for rp in members)
-                    for suffix, members in mappings
-                }
-        else:
-            request = {
+    # Candidates share their per-provider resource tuples (the same objects,
+    # hence keyed by identity); so do the rendered dicts, serialised as many
+    # times as they appear.
+    rendered_resources: dict[int, dict[str, int]] = {}
+    if version < DICT_ALLOCATIONS:
+        return [
+            {
                 "allocations": [
                     {"resource_provider": {"uuid": uuid_of[rp]}, "resources": _resources(resources, names, rendered_resources)}
                     for rp, resources in allocations
                 ]
             }
-        rendered.append(request)
+            for _anchor, allocations, _mappings, _used in answer.candidates
+        ]
+    with_mappings = version >= MAPPINGS
+    wrapped: dict[int, dict[str, Any]] = {}
+    rendered = []
+    append = rendered.append
+    for _anchor, allocations, mappings, _used in answer.candidates:
+        by_provider: dict[str, Any] = {}
+        for rp, resources in allocations:
+            wrapper = wrapped.get(id(resources))
+            if wrapper is None:
+                wrapper = wrapped[id(resources)] = {"resources": _resources(resources, names, rendered_resources)}
+            by_provider[uuid_of[rp]] = wrapper
+        if with_mappings:
+            append(
+                {
+                    "allocations": by_provider,
+                    "mappings": {
+                        suffix: [uuid_of[rp] for rp in members] if len(members) == 1
+                        else sorted([uuid_of[rp] for rp in members])
+                        for suffix, members in mappings
+                    },
+                }
+            )
+        else:
+            append({"allocations": by_provider})
     return rendered
 
 
-def _resources(resources: Any, names: dict[int, str], cache: dict[Any, dict[str, int]]) -> dict[str, int]:
-    found = cache.get(resources)
+def _resources(resources: Any, names: dict[int, str], cache: dict[int, dict[str, int]]) -> dict[str, int]:
+    found = cache.get(id(resources))
     if found is None:
-        found = cache[resources] = {names[rc]: amount for rc, amount in resources}
+        found = cache[id(resources)] = {names[rc]: amount for rc, amount in resources}
     return found
 
 
@@ -153,24 +162,30 @@ def _render_summaries(answer: Answer, version: tuple[int, int]) -> dict[str, Any
     inventories = answer.inventories
     traits = answer.traits
     no_traits: list[str] = []
-    # Providers built alike report the same capacity and usage: share those dicts.
-    amounts: dict[tuple[int, int], dict[str, int]] = {}
+    no_rows: list[tuple[int, int, int]] = []
+    # Providers built alike report the same capacities and usage: their
+    # ``resources`` dicts are one and the same.
+    same_rows: dict[tuple[tuple[int, int, int], ...], dict[str, Any]] = {}
     summaries: dict[str, Any] = {}
     for rp in answer.summarised:
-        row = providers[rp]
-        resources = {}
-        for rc, capacity, used in inventories.get(rp, ()):
-            entry = amounts.get((capacity, used))
-            if entry is None:
-                entry = amounts[(capacity, used)] = {"capacity": capacity, "used": used}
-            resources[names[rc]] = entry
-        summary: dict[str, Any] = {"resources": resources}
-        if with_traits:
-            summary["traits"] = traits.get(rp, no_traits)
+        uuid, parent_id, root_id = providers[rp]
+        rows = tuple(inventories.get(rp, no_rows))
+        resources = same_rows.get(rows)
+        if resources is None:
+            resources = same_rows[rows] = {
+                names[rc]: {"capacity": capacity, "used": used} for rc, capacity, used in rows
+            }
         if nested:
-            summary["parent_provider_uuid"] = providers[row.parent_id].uuid if row.parent_id is not None else None
-            summary["root_provider_uuid"] = providers[row.root_id].uuid
-        summaries[row.uuid] = summary
+            summaries[uuid] = {
+                "resources": resources,
+                "traits": traits.get(rp, no_traits),
+                "parent_provider_uuid": providers[parent_id][0] if parent_id is not None else None,
+                "root_provider_uuid": providers[root_id][0],
+            }
+        elif with_traits:
+            summaries[uuid] = {"resources": resources, "traits": traits.get(rp, no_traits)}
+        else:
+            summaries[uuid] = {"resources": resources}
     return summaries
 
 
