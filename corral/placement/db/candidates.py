@@ -193,7 +193,12 @@ def _usage(class_ids: Collection[int] | None) -> sa.Select:
 
 
 def inventories_of_classes(
-    conn: Connection, groups: list[ResolvedGroup], facts: Facts, *, every_class: bool = False
+    conn: Connection,
+    groups: list[ResolvedGroup],
+    facts: Facts,
+    *,
+    every_class: bool = False,
+    providers: dict[int, ProviderRow] | None = None,
 ) -> set[int]:
     """Fill ``facts.inventory`` and ``facts.root_of`` with every inventory of a
     requested class; return the classes read for the whole cloud.
@@ -213,6 +218,13 @@ def inventories_of_classes(
             OR (inv.resource_class_id = :rc AND rp.root_provider_id IN (:tree_roots)) ...)]
 
     and the usage of those classes (see :func:`_usage`), joined in Python.
+    When every provider is already known (``providers``) and no class is
+    restricted to trees, the roots come from there and the inventories are
+    read on their own:
+
+    SELECT inv.resource_provider_id, inv.resource_class_id, inv.total, inv.reserved,
+           inv.min_unit, inv.max_unit, inv.step_size, inv.allocation_ratio
+    FROM inventories AS inv [WHERE inv.resource_class_id IN (:classes)]
     """
     trees_by_class: dict[int, set[int | None]] = {}
     for group in groups:
@@ -225,6 +237,8 @@ def inventories_of_classes(
     whole = {rc for rc, trees in trees_by_class.items() if None in trees}
     every_class = every_class and len(whole) == len(trees_by_class)
     class_ids = sorted(trees_by_class)
+    if providers is not None and len(whole) == len(trees_by_class):
+        return _whole_cloud_inventories(conn, class_ids, facts, every_class, providers)
     rp = resource_providers
     statement = (
         sa.select(
@@ -251,13 +265,7 @@ def inventories_of_classes(
                 roots = sorted(t for t in trees if t is not None)
                 branches.append(sa.and_(inventories.c.resource_class_id == rc, rp.c.root_provider_id.in_(roots)))
         statement = statement.where(sa.or_(*branches))
-    # Usage is keyed by class, then provider: no tuple keys to build per row.
-    used_by: dict[int, dict[int, int]] = {}
-    for rp_id, rc, used in conn.execute(_usage(None if every_class else class_ids)).all():
-        found = used_by.get(rc)
-        if found is None:
-            found = used_by[rc] = {}
-        found[rp_id] = int(used)
+    used_by = _usage_by_class(conn, None if every_class else class_ids)
     inventory = facts.inventory
     root_of = facts.root_of
     seen_classes: set[int] = set()
@@ -280,6 +288,62 @@ def inventories_of_classes(
     # With every class read, classes no provider has are complete too.
     facts.every_class = every_class
     return whole | seen_classes if every_class else whole
+
+
+def _usage_by_class(conn: Connection, class_ids: Collection[int] | None) -> dict[int, dict[int, int]]:
+    """resource class id -> provider id -> used (keyed by class, then
+    provider: no tuple keys to build per row)."""
+    used_by: dict[int, dict[int, int]] = {}
+    for rp_id, rc, used in conn.execute(_usage(class_ids)).all():
+        found = used_by.get(rc)
+        if found is None:
+            found = used_by[rc] = {}
+        found[rp_id] = int(used)
+    return used_by
+
+
+def _whole_cloud_inventories(
+    conn: Connection, class_ids: list[int], facts: Facts, every_class: bool, providers: dict[int, ProviderRow]
+) -> set[int]:
+    """:func:`inventories_of_classes` with the roots taken from ``providers``."""
+    inv = inventories
+    statement = sa.select(
+        inv.c.resource_provider_id,
+        inv.c.resource_class_id,
+        inv.c.total,
+        inv.c.reserved,
+        inv.c.min_unit,
+        inv.c.max_unit,
+        inv.c.step_size,
+        inv.c.allocation_ratio,
+    )
+    if not every_class:
+        statement = statement.where(inv.c.resource_class_id.in_(class_ids))
+    used_by = _usage_by_class(conn, None if every_class else class_ids)
+    inventory = facts.inventory
+    root_of = facts.root_of
+    seen_classes: set[int] = set()
+    no_usage: dict[int, int] = {}
+    rows: dict[int, InventoryRow] = {}
+    usage_of = no_usage
+    last_rc = None
+    for rp_id, rc, total, reserved, min_unit, max_unit, step, ratio in conn.execute(statement).all():
+        provider = providers.get(rp_id)
+        if provider is None:
+            # Created after the providers were read: not part of this answer.
+            continue
+        root_of[rp_id] = provider[2]
+        if rc != last_rc:
+            last_rc = rc
+            found_rows = inventory.get(rc)
+            if found_rows is None:
+                found_rows = inventory[rc] = {}
+                seen_classes.add(rc)
+            rows = found_rows
+            usage_of = used_by.get(rc, no_usage)
+        rows[rp_id] = ((total - reserved) * ratio, usage_of.get(rp_id, 0), min_unit, max_unit, step)
+    facts.every_class = every_class
+    return set(class_ids) | seen_classes if every_class else set(class_ids)
 
 
 def traits_and_aggregates(conn: Connection, trait_ids: Collection[int], aggregate_ids: Collection[int], facts: Facts) -> None:
@@ -351,13 +415,18 @@ def sharing_anchors(conn: Connection, sharing_ids: Collection[int], facts: Facts
 
 
 def gather_facts(
-    conn: Connection, request: CandidateRequest, groups: list[ResolvedGroup], names: Names, every_class: bool = False
+    conn: Connection,
+    request: CandidateRequest,
+    groups: list[ResolvedGroup],
+    names: Names,
+    every_class: bool = False,
+    providers: dict[int, ProviderRow] | None = None,
 ) -> Facts:
     facts = Facts(inventory={}, root_of={}, traits_of={}, aggs_of={}, sharing=set(), anchors_of={})
     sharing_trait = names.traits.get(SHARING_TRAIT)
     facts.root_required = frozenset(names.traits[t] for t in request.root_required)
     facts.root_forbidden = frozenset(names.traits[t] for t in request.root_forbidden)
-    facts.complete_classes = inventories_of_classes(conn, groups, facts, every_class=every_class)
+    facts.complete_classes = inventories_of_classes(conn, groups, facts, every_class=every_class, providers=providers)
     trait_ids = set(facts.root_required | facts.root_forbidden)
     aggregate_ids: set[int] = set()
     for group in groups:
@@ -420,6 +489,17 @@ def providers_of_trees(conn: Connection, roots: Collection[int], providers: Coll
         if root_id in roots or rp_id in providers:
             found[rp_id] = make(ProviderRow, (uuid, parent_id, root_id))
     return found
+
+
+def all_providers(conn: Connection) -> dict[int, ProviderRow]:
+    """uuid, parent and root of every provider.
+
+    SELECT id, uuid, parent_provider_id, root_provider_id FROM resource_providers
+    """
+    rp = resource_providers
+    statement = sa.select(rp.c.id, rp.c.uuid, rp.c.parent_provider_id, rp.c.root_provider_id)
+    make = tuple.__new__
+    return {rp_id: make(ProviderRow, (uuid, parent_id, root_id)) for rp_id, uuid, parent_id, root_id in conn.execute(statement).all()}
 
 
 def _other_classes(exclude: Collection[int]) -> sa.Select:
@@ -608,7 +688,10 @@ def find_candidates(
     empty = Answer([], {}, [], {}, {}, {})
     if any(group.impossible for group in groups):
         return empty
-    facts = gather_facts(conn, request, groups, names, every_class=all_classes_in_summaries)
+    # A search over the whole cloud describes most providers in the end:
+    # read them all once, first (their roots serve the search as well).
+    everyone = all_providers(conn) if all(group.tree_root is None for group in groups) else None
+    facts = gather_facts(conn, request, groups, names, every_class=all_classes_in_summaries, providers=everyone)
     per_group: dict[str, Iterable[GroupRequest]] = {}
     parent_of: dict[int, int | None] = {}
     if len(groups) == 1:
@@ -642,7 +725,10 @@ def find_candidates(
     named = used if len(groups) == 1 else named_providers(chosen)
     root_of = facts.root_of
     named_roots = {root_of[rp] for rp in named}
-    providers = providers_of_trees(conn, named_roots)
+    if everyone is not None:
+        providers = {rp: row for rp, row in everyone.items() if row[2] in named_roots}
+    else:
+        providers = providers_of_trees(conn, named_roots)
     tree_roots, single = summary_providers(used, root_of, request.nested_aware)
     if tree_roots == named_roots and not single:
         summarised = sorted(providers)
