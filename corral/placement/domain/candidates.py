@@ -402,18 +402,30 @@ def numbered_requests(group: ResolvedGroup, facts: Facts) -> Iterator[GroupReque
     else:
         pool = set()
     resources_of = tuple(sorted(group.resources.items()))
+    # Without filters every provider of the pool qualifies and every anchor is fine.
+    filtered = bool(
+        in_aggs is not None or bad or group.tree_root is not None or group.forbidden or group.required
+    )
+    any_anchor = not (facts.root_required or facts.root_forbidden)
+    root_of = facts.root_of
+    sharing = facts.sharing
+    anchor_ok = facts.anchor_ok
+    make = tuple.__new__
     for rp in sorted(pool):
-        if not _single_provider_ok(rp, group, facts, in_aggs, bad):
+        if filtered and not _single_provider_ok(rp, group, facts, in_aggs, bad):
             continue
-        root = facts.root_of[rp]
+        root = root_of[rp]
         allocations: Allocations = ((rp, resources_of),) if resources_of else ()
         providers = frozenset((rp,))
+        if rp not in sharing:
+            if any_anchor or anchor_ok(root):
+                yield make(GroupRequest, (root, allocations, providers))
+            continue
         anchors = [root]
-        if rp in facts.sharing:
-            anchors.extend(sorted(a for a in facts.anchors_of.get(rp, ()) if a != root))
+        anchors.extend(sorted(a for a in facts.anchors_of.get(rp, ()) if a != root))
         for anchor in anchors:
-            if facts.anchor_ok(anchor):
-                yield GroupRequest(anchor, allocations, providers)
+            if anchor_ok(anchor):
+                yield make(GroupRequest, (anchor, allocations, providers))
 
 
 def group_requests(group: ResolvedGroup, facts: Facts) -> Iterator[GroupRequest]:
@@ -482,6 +494,8 @@ def merge_candidates(merge: Merge, per_group: dict[str, Iterable[GroupRequest]],
     root_of = facts.root_of
     inventory = facts.inventory
     shared: dict[Resources, Resources] = {}
+    one_per_tree = not merge.nested_aware
+    make = tuple.__new__
     for anchor in sorted(by_anchor):
         lists = by_anchor[anchor]
         if not all(lists):
@@ -494,19 +508,25 @@ def merge_candidates(merge: Merge, per_group: dict[str, Iterable[GroupRequest]],
                 for positions in subtree_positions
             ):
                 continue
-            allocations, folded = _combined(combo, shared)
-            if folded and not _within_capacity(allocations, inventory):
+            parts = [part for request in combo for part in request[1]]
+            used = frozenset([rp for rp, _resources in parts])
+            if len(used) == len(parts):
+                # Every provider serves one group: nothing to add together.
+                parts.sort()
+                allocations: Allocations = tuple(parts)
+            else:
+                allocations, folded = _combined(combo, shared)
+                if folded and not _within_capacity(allocations, inventory):
+                    continue
+            if one_per_tree and len({root_of[rp] for rp in used}) != len(used):
                 continue
-            used = frozenset(rp for rp, _resources in allocations)
-            if not merge.nested_aware and len({root_of[rp] for rp in used}) != len(used):
-                continue
-            mappings = tuple((suffixes[i], combo[i].providers) for i in range(len(suffixes)))
+            mappings = tuple(zip(suffixes, [request[2] for request in combo]))
             if seen is not None and used <= sharing:
                 key = (allocations, mappings)
                 if key in seen:
                     continue
                 seen.add(key)
-            yield Candidate(anchor, allocations, mappings, used)
+            yield make(Candidate, (anchor, allocations, mappings, used))
 
 
 def _single_group(merge: Merge, requests: Iterable[GroupRequest], facts: Facts) -> Iterator[Candidate]:
