@@ -721,8 +721,9 @@ def find_candidates(
     if not chosen:
         return empty
     used = used_providers(chosen)
-    # With one group the mappings name exactly the providers used.
-    named = used if len(groups) == 1 else named_providers(chosen)
+    # When every group asks for resources the mappings name exactly the
+    # providers used; groups without resources name others too.
+    named = used if all(group.resources for group in groups) else named_providers(chosen)
     root_of = facts.root_of
     named_roots = {root_of[rp] for rp in named}
     if everyone is not None:

@@ -330,6 +330,13 @@ def unnumbered_requests(group: ResolvedGroup, facts: Facts) -> Iterator[GroupReq
     # amounts are split; the split is worked out once per pattern.
     splits: dict[tuple[int, ...], tuple[tuple[int, Resources], ...]] = {}
     make = tuple.__new__
+    if len(maps) == 1 and not check_traits:
+        # One class: each provider with room is a request of its own.
+        (only,) = maps
+        for anchor in sorted(common):
+            for rp in only[anchor]:
+                yield make(GroupRequest, (anchor, ((rp, everything),), frozenset((rp,))))
+        return
     first = operator.itemgetter(0)
     for anchor in sorted(common):
         choices = [by_anchor[anchor] for by_anchor in maps]
