@@ -10,9 +10,9 @@ describe the trees of the answer.  All the combining happens in
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable
+from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass, field
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
@@ -47,6 +47,29 @@ from corral.placement.domain.candidates import (
 # Above this many ids an IN list costs more than reading every row and
 # filtering in Python.
 MAX_IN_LIST = 800
+
+
+def _plain_rows(conn: Connection, name: str, build: Callable[[], sa.Select]) -> list[tuple[Any, ...]]:
+    """The rows of ``build()``, a statement without bound parameters, as the
+    driver's plain tuples.
+
+    Used for the statements that read the whole cloud: SQLAlchemy's result
+    rows cost more than the database spends finding them.  The SQL text is
+    compiled once per ``name`` and dialect; the Core statement stays the
+    source of truth.
+    """
+    key = (conn.dialect.name, name)
+    sql = _SQL_TEXTS.get(key)
+    if sql is None:
+        compiled = build().compile(dialect=conn.dialect)
+        if compiled.params:
+            raise ValueError(f"{name}: a statement read as plain rows takes no parameters")
+        sql = _SQL_TEXTS[key] = str(compiled)
+    return conn.exec_driver_sql(sql).cursor.fetchall()
+
+
+# (dialect name, statement name) -> SQL text
+_SQL_TEXTS: dict[tuple[str, str], str] = {}
 
 _KIND_CLASS, _KIND_TRAIT, _KIND_AGG, _KIND_TREE = 0, 1, 2, 3
 
@@ -294,7 +317,11 @@ def _usage_by_class(conn: Connection, class_ids: Collection[int] | None) -> dict
     """resource class id -> provider id -> used (keyed by class, then
     provider: no tuple keys to build per row)."""
     used_by: dict[int, dict[int, int]] = {}
-    for rp_id, rc, used in conn.execute(_usage(class_ids)).all():
+    if class_ids is None:
+        rows = _plain_rows(conn, "usage of every class", lambda: _usage(None))
+    else:
+        rows = conn.execute(_usage(class_ids)).all()
+    for rp_id, rc, used in rows:
         found = used_by.get(rc)
         if found is None:
             found = used_by[rc] = {}
@@ -307,18 +334,23 @@ def _whole_cloud_inventories(
 ) -> set[int]:
     """:func:`inventories_of_classes` with the roots taken from ``providers``."""
     inv = inventories
-    statement = sa.select(
-        inv.c.resource_provider_id,
-        inv.c.resource_class_id,
-        inv.c.total,
-        inv.c.reserved,
-        inv.c.min_unit,
-        inv.c.max_unit,
-        inv.c.step_size,
-        inv.c.allocation_ratio,
-    )
-    if not every_class:
-        statement = statement.where(inv.c.resource_class_id.in_(class_ids))
+
+    def statement() -> sa.Select:
+        return sa.select(
+            inv.c.resource_provider_id,
+            inv.c.resource_class_id,
+            inv.c.total,
+            inv.c.reserved,
+            inv.c.min_unit,
+            inv.c.max_unit,
+            inv.c.step_size,
+            inv.c.allocation_ratio,
+        )
+
+    if every_class:
+        found = _plain_rows(conn, "every inventory", statement)
+    else:
+        found = conn.execute(statement().where(inv.c.resource_class_id.in_(class_ids))).all()
     used_by = _usage_by_class(conn, None if every_class else class_ids)
     inventory = facts.inventory
     root_of = facts.root_of
@@ -327,7 +359,7 @@ def _whole_cloud_inventories(
     rows: dict[int, InventoryRow] = {}
     usage_of = no_usage
     last_rc = None
-    for rp_id, rc, total, reserved, min_unit, max_unit, step, ratio in conn.execute(statement).all():
+    for rp_id, rc, total, reserved, min_unit, max_unit, step, ratio in found:
         provider = providers.get(rp_id)
         if provider is None:
             # Created after the providers were read: not part of this answer.
@@ -497,9 +529,11 @@ def all_providers(conn: Connection) -> dict[int, ProviderRow]:
     SELECT id, uuid, parent_provider_id, root_provider_id FROM resource_providers
     """
     rp = resource_providers
-    statement = sa.select(rp.c.id, rp.c.uuid, rp.c.parent_provider_id, rp.c.root_provider_id)
+    rows = _plain_rows(
+        conn, "every provider", lambda: sa.select(rp.c.id, rp.c.uuid, rp.c.parent_provider_id, rp.c.root_provider_id)
+    )
     make = tuple.__new__
-    return {rp_id: make(ProviderRow, (uuid, parent_id, root_id)) for rp_id, uuid, parent_id, root_id in conn.execute(statement).all()}
+    return {rp_id: make(ProviderRow, (uuid, parent_id, root_id)) for rp_id, uuid, parent_id, root_id in rows}
 
 
 def _other_classes(exclude: Collection[int]) -> sa.Select:
