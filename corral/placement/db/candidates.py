@@ -333,24 +333,7 @@ def _whole_cloud_inventories(
     conn: Connection, class_ids: list[int], facts: Facts, every_class: bool, providers: dict[int, ProviderRow]
 ) -> set[int]:
     """:func:`inventories_of_classes` with the roots taken from ``providers``."""
-    inv = inventories
-
-    def statement() -> sa.Select:
-        return sa.select(
-            inv.c.resource_provider_id,
-            inv.c.resource_class_id,
-            inv.c.total,
-            inv.c.reserved,
-            inv.c.min_unit,
-            inv.c.max_unit,
-            inv.c.step_size,
-            inv.c.allocation_ratio,
-        )
-
-    if every_class:
-        found = _plain_rows(conn, "every inventory", statement)
-    else:
-        found = conn.execute(statement().where(inv.c.resource_class_id.in_(class_ids))).all()
+    found, units = _inventories_and_units(conn, None if every_class else class_ids)
     used_by = _usage_by_class(conn, None if every_class else class_ids)
     inventory = facts.inventory
     root_of = facts.root_of
@@ -359,7 +342,7 @@ def _whole_cloud_inventories(
     rows: dict[int, InventoryRow] = {}
     usage_of = no_usage
     last_rc = None
-    for rp_id, rc, total, reserved, min_unit, max_unit, step, ratio in found:
+    for rp_id, rc, available, ratio, max_unit in found:
         provider = providers.get(rp_id)
         if provider is None:
             # Created after the providers were read: not part of this answer.
@@ -373,9 +356,61 @@ def _whole_cloud_inventories(
                 seen_classes.add(rc)
             rows = found_rows
             usage_of = used_by.get(rc, no_usage)
-        rows[rp_id] = ((total - reserved) * ratio, usage_of.get(rp_id, 0), min_unit, max_unit, step)
+        if max_unit is None:
+            min_unit, max_unit, step = units[(rp_id, rc)]
+            rows[rp_id] = (available * ratio, usage_of.get(rp_id, 0), min_unit, max_unit, step)
+        else:
+            rows[rp_id] = (available * ratio, usage_of.get(rp_id, 0), 1, max_unit, 1)
     facts.every_class = every_class
     return set(class_ids) | seen_classes if every_class else set(class_ids)
+
+
+def _inventories_and_units(
+    conn: Connection, class_ids: list[int] | None
+) -> tuple[list[Any], dict[tuple[int, int], tuple[int, int, int]]]:
+    """(provider, class, total - reserved, allocation ratio, max_unit) of every
+    inventory (of ``class_ids`` if given), ``max_unit`` None where
+    ``min_unit`` or ``step_size`` is not 1; and (provider, class) ->
+    (min_unit, max_unit, step_size) of those.
+
+    Most inventories have ``min_unit`` and ``step_size`` 1, and each value
+    read costs about as much as a row found, so the units of the others are
+    read apart, and only when there are some:
+
+    SELECT resource_provider_id, resource_class_id, total - reserved, allocation_ratio,
+           CASE WHEN min_unit = 1 AND step_size = 1 THEN max_unit END
+    FROM inventories [WHERE resource_class_id IN (:classes)]
+
+    SELECT resource_provider_id, resource_class_id, min_unit, max_unit, step_size
+    FROM inventories WHERE NOT (min_unit = 1 AND step_size = 1) [AND resource_class_id IN (:classes)]
+    """
+    inv = inventories
+    plain_units = sa.and_(inv.c.min_unit == sa.literal_column("1"), inv.c.step_size == sa.literal_column("1"))
+
+    def rows(name: str, columns: list[Any], *where: Any) -> list[Any]:
+        statement = sa.select(inv.c.resource_provider_id, inv.c.resource_class_id, *columns).where(*where)
+        if class_ids is None:
+            return _plain_rows(conn, name, lambda: statement)
+        return conn.execute(statement.where(inv.c.resource_class_id.in_(class_ids))).all()
+
+    found = rows("inventories", [inv.c.total - inv.c.reserved, inv.c.allocation_ratio, sa.case((plain_units, inv.c.max_unit))])
+    if all(row[4] is not None for row in found):
+        return found, {}
+    units = {
+        (rp, rc): (min_unit, max_unit, step)
+        for rp, rc, min_unit, max_unit, step in rows(
+            "units of inventories", [inv.c.min_unit, inv.c.max_unit, inv.c.step_size], sa.not_(plain_units)
+        )
+    }
+    if all(row[4] is not None or (row[0], row[1]) in units for row in found):
+        return found, units
+    # Units changed between the two queries: read everything again, at once.
+    everything = rows(
+        "inventories with units",
+        [inv.c.total - inv.c.reserved, inv.c.allocation_ratio, inv.c.min_unit, inv.c.max_unit, inv.c.step_size],
+    )
+    units = {(rp, rc): (min_unit, max_unit, step) for rp, rc, _available, _ratio, min_unit, max_unit, step in everything}
+    return [(rp, rc, available, ratio, None) for rp, rc, available, ratio, *_units in everything], units
 
 
 def traits_and_aggregates(conn: Connection, trait_ids: Collection[int], aggregate_ids: Collection[int], facts: Facts) -> None:
