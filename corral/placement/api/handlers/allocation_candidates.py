@@ -27,6 +27,7 @@ from corral.core.http import Endpoint, Route
 from corral.placement.api import query, util
 from corral.placement.api.state import PlacementState
 from corral.placement.db.candidates import Answer, UnknownNames, find_candidates
+from corral.placement.domain.candidates import CandidateRequest
 
 INTRODUCED = (1, 10)
 DICT_ALLOCATIONS = (1, 12)
@@ -79,20 +80,29 @@ def list_candidates(state: PlacementState, req: falcon.Request, resp: falcon.Res
     version = req.context.version
     request = query.parse_candidate_request(query.query_pairs(req.query_string), version)
     with gc_paused():
-        try:
-            with state.db.read() as conn:
-                answer = find_candidates(
-                    conn,
-                    request,
-                    standard_classes=state.standard_classes,
-                    standard_traits=state.standard_traits,
-                    randomize=state.conf.placement.randomize_allocation_candidates,
-                    all_classes_in_summaries=version >= ALL_RESOURCES,
-                    with_traits=version >= SUMMARY_TRAITS,
-                )
-        except UnknownNames as error:
-            raise unknown_names_error(error) from None
-        util.send_cacheable(req, resp, render(answer, version), None)
+        # The answer is built and freed in a call of its own, before the
+        # collector resumes: the collector's first pass would otherwise
+        # walk every object of the answer once more.
+        _answer(state, req, resp, request, version)
+
+
+def _answer(
+    state: PlacementState, req: falcon.Request, resp: falcon.Response, request: CandidateRequest, version: tuple[int, int]
+) -> None:
+    try:
+        with state.db.read() as conn:
+            answer = find_candidates(
+                conn,
+                request,
+                standard_classes=state.standard_classes,
+                standard_traits=state.standard_traits,
+                randomize=state.conf.placement.randomize_allocation_candidates,
+                all_classes_in_summaries=version >= ALL_RESOURCES,
+                with_traits=version >= SUMMARY_TRAITS,
+            )
+    except UnknownNames as error:
+        raise unknown_names_error(error) from None
+    util.send_cacheable(req, resp, render(answer, version), None)
 
 
 def render(answer: Answer, version: tuple[int, int]) -> dict[str, Any]:
