@@ -338,11 +338,18 @@ def unnumbered_requests(group: ResolvedGroup, facts: Facts) -> Iterator[GroupReq
                 yield make(GroupRequest, (anchor, ((rp, everything),), frozenset((rp,))))
         return
     first = operator.itemgetter(0)
-    for anchor in sorted(common):
-        choices = [by_anchor[anchor] for by_anchor in maps]
+    anchors = sorted(common)
+    # Each anchor's providers per class, gathered without a Python loop per anchor.
+    per_anchor = zip(*[map(by_anchor.__getitem__, anchors) for by_anchor in maps])
+    for anchor, choices in zip(anchors, per_anchor):
         if max(map(len, choices)) == 1:
             # One provider per class (a flat tree): no product to build.
-            combos: Iterable[tuple[int, ...]] = (tuple(map(first, choices)),)
+            combo = tuple(map(first, choices))
+            if not check_traits and combo.count(combo[0]) == len(combo):
+                # ... and the same one for every class.
+                yield make(GroupRequest, (anchor, ((combo[0], everything),), frozenset(combo)))
+                continue
+            combos: Iterable[tuple[int, ...]] = (combo,)
         else:
             combos = itertools.product(*choices)
         for combo in combos:
