@@ -134,6 +134,8 @@ def _render_requests(answer: Answer, version: tuple[int, int]) -> list[dict[str,
     wrapped: dict[int, dict[str, Any]] = {}
     rendered = []
     append = rendered.append
+    # The usual candidate (one provider, one group) is rendered without a
+    # loop or comprehension of its own: at this scale each one counts.
     for _anchor, allocations, mappings, _used in answer.candidates:
         by_provider: dict[str, Any] = {}
         for rp, resources in allocations:
@@ -141,19 +143,22 @@ def _render_requests(answer: Answer, version: tuple[int, int]) -> list[dict[str,
             if wrapper is None:
                 wrapper = wrapped[id(resources)] = {"resources": _resources(resources, names, rendered_resources)}
             by_provider[uuid_of[rp]] = wrapper
-        if with_mappings:
-            append(
-                {
-                    "allocations": by_provider,
-                    "mappings": {
-                        suffix: [uuid_of[rp] for rp in members] if len(members) == 1
-                        else sorted([uuid_of[rp] for rp in members])
-                        for suffix, members in mappings
-                    },
-                }
-            )
-        else:
+        if not with_mappings:
             append({"allocations": by_provider})
+            continue
+        if len(mappings) == 1:
+            ((suffix, members),) = mappings
+            if len(members) == 1:
+                (member,) = members
+                mapped = {suffix: [uuid_of[member]]}
+            else:
+                mapped = {suffix: sorted([uuid_of[rp] for rp in members])}
+        else:
+            mapped = {
+                suffix: [uuid_of[rp] for rp in members] if len(members) == 1 else sorted([uuid_of[rp] for rp in members])
+                for suffix, members in mappings
+            }
+        append({"allocations": by_provider, "mappings": mapped})
     return rendered
 
 
