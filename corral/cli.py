@@ -179,6 +179,7 @@ def serve(
     """Run the services: APIs on one port and background workers."""
     conf = load_conf(config_files, data_dir)
     setup_logging(conf)
+    _default_local_port(conf, port)
     if migrate is not False:
         upgrade_all(conf, only_sqlite=migrate is None)
     if role not in ("all", "api"):
@@ -188,7 +189,7 @@ def serve(
     if role == "all" and workers > 1:
         # Background work must run exactly once: in its own process.
         helper = subprocess.Popen(
-            [sys.executable, "-m", "corral", "serve", "--role", "background", "--no-migrate"]
+            [sys.executable, "-m", "corral", "serve", "--role", "background", "--no-migrate", "--port", str(port)]
             + [arg for path in config_files for arg in ("--config-file", path)]
             + (["--data-dir", data_dir] if data_dir else [])
         )
@@ -208,6 +209,14 @@ def serve(
         if helper is not None:
             helper.terminate()
             helper.wait(timeout=30)
+
+
+def _default_local_port(conf: cfg.ConfigOpts, port: int) -> None:
+    """Services that call this server's own APIs (Compute calls Placement) find it on ``port``."""
+    try:
+        conf.set_default("local_port", port, group="placement")
+    except (cfg.NoSuchOptError, cfg.NoSuchGroupError):
+        pass
 
 
 def _run_background_only(conf: cfg.ConfigOpts, role: str) -> None:
