@@ -7,12 +7,16 @@ rules.
 
 from __future__ import annotations
 
+import functools
 import random
 import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from automaton import machines
+
 from corral.baremetal.domain import states as node_states
+from corral.core import statemachine
 
 # States (upstream's names).
 ALLOCATING = "allocating"
@@ -43,8 +47,13 @@ class AllocationFailed(Exception):
         self.reason = reason
 
 
+@functools.cache
+def machine() -> machines.FiniteMachine:
+    return statemachine.build(TRANSITIONS)
+
+
 def next_state(state: str, event: str) -> str | None:
-    return TRANSITIONS.get((state, event))
+    return statemachine.step(machine(), state, event)
 
 
 def is_valid_name(name: Any) -> bool:

@@ -1,12 +1,19 @@
 """The provision state machine, as data.
 
 ``TRANSITIONS`` maps (state, event) to the next state, with upstream's
-state and event names.  ``TARGETS`` gives the target provision state a
+state and event names; :func:`machine` turns it into an automaton state
+machine, which runs every transition.  ``TARGETS`` gives the target provision state a
 transient state works towards; stable states have none.  API verbs map
 to events through ``VERB_EVENTS``.
 """
 
 from __future__ import annotations
+
+import functools
+
+from automaton import machines
+
+from corral.core import statemachine
 
 # Stable states
 ENROLL = "enroll"
@@ -198,8 +205,14 @@ UPDATE_ALLOWED_STATES = STABLE_STATES | FAILURE_STATES | {CLEANWAIT, CLEANHOLD, 
 DELETE_ALLOWED_STATES = frozenset({ENROLL, MANAGEABLE, AVAILABLE, CLEANFAIL, INSPECTFAIL, ADOPTFAIL, ERROR})
 
 
+@functools.cache
+def machine() -> machines.FiniteMachine:
+    """The transition table as an automaton state machine (built once, frozen)."""
+    return statemachine.build(TRANSITIONS)
+
+
 def next_state(state: str, event: str) -> str | None:
-    return TRANSITIONS.get((state, event))
+    return statemachine.step(machine(), state, event)
 
 
 def target_for(old_state: str, event: str, new_state: str, current_target: str | None) -> str | None:
