@@ -510,6 +510,9 @@ def merge_candidates(merge: Merge, per_group: dict[str, Iterable[GroupRequest]],
     shared: dict[Resources, Resources] = {}
     one_per_tree = not merge.nested_aware
     make = tuple.__new__
+    # itemgetter and chain, not comprehensions: no call per candidate.
+    second, third = operator.itemgetter(1), operator.itemgetter(2)
+    chain = itertools.chain.from_iterable
     for anchor in sorted(by_anchor):
         lists = by_anchor[anchor]
         if not all(lists):
@@ -522,7 +525,7 @@ def merge_candidates(merge: Merge, per_group: dict[str, Iterable[GroupRequest]],
                 for positions in subtree_positions
             ):
                 continue
-            parts = [part for request in combo for part in request[1]]
+            parts = list(chain(map(second, combo)))
             used = frozenset([rp for rp, _resources in parts])
             if len(used) == len(parts):
                 # Every provider serves one group: nothing to add together.
@@ -534,7 +537,7 @@ def merge_candidates(merge: Merge, per_group: dict[str, Iterable[GroupRequest]],
                     continue
             if one_per_tree and len({root_of[rp] for rp in used}) != len(used):
                 continue
-            mappings = tuple(zip(suffixes, [request[2] for request in combo]))
+            mappings = tuple(zip(suffixes, map(third, combo)))
             if seen is not None and used <= sharing:
                 key = (allocations, mappings)
                 if key in seen:

@@ -134,8 +134,7 @@ def _render_requests(answer: Answer, version: tuple[int, int]) -> list[dict[str,
     wrapped: dict[int, dict[str, Any]] = {}
     rendered = []
     append = rendered.append
-    # The usual candidate (one provider, one group) is rendered without a
-    # loop or comprehension of its own: at this scale each one counts.
+    # No comprehension per candidate (each one is a call): at this scale each one counts.
     for _anchor, allocations, mappings, _used in answer.candidates:
         by_provider: dict[str, Any] = {}
         for rp, resources in allocations:
@@ -146,18 +145,13 @@ def _render_requests(answer: Answer, version: tuple[int, int]) -> list[dict[str,
         if not with_mappings:
             append({"allocations": by_provider})
             continue
-        if len(mappings) == 1:
-            ((suffix, members),) = mappings
+        mapped: dict[str, list[str]] = {}
+        for suffix, members in mappings:
             if len(members) == 1:
                 (member,) = members
-                mapped = {suffix: [uuid_of[member]]}
+                mapped[suffix] = [uuid_of[member]]
             else:
-                mapped = {suffix: sorted([uuid_of[rp] for rp in members])}
-        else:
-            mapped = {
-                suffix: [uuid_of[rp] for rp in members] if len(members) == 1 else sorted([uuid_of[rp] for rp in members])
-                for suffix, members in mappings
-            }
+                mapped[suffix] = sorted([uuid_of[rp] for rp in members])
         append({"allocations": by_provider, "mappings": mapped})
     return rendered
 
