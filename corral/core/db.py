@@ -23,6 +23,7 @@ from typing import Any, TypeVar
 
 import sqlalchemy as sa
 from sqlalchemy import event, exc
+from sqlalchemy.dialects import mysql
 from sqlalchemy.engine import Connection, Engine
 
 LOG = logging.getLogger(__name__)
@@ -44,6 +45,16 @@ NAMING_CONVENTION = {
     "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
     "pk": "pk_%(table_name)s",
 }
+
+
+# Microsecond timestamps on every backend (MySQL's DATETIME drops them
+# otherwise), for tables whose rows are ordered by creation time.
+Timestamp = sa.DateTime().with_variant(mysql.DATETIME(fsp=6), "mysql", "mariadb")
+
+
+def timestamp_columns() -> list[sa.Column]:
+    """``created_at`` and ``updated_at``, as every table carries them."""
+    return [sa.Column("created_at", Timestamp, nullable=True), sa.Column("updated_at", Timestamp, nullable=True)]
 
 
 def normalize_url(url: str) -> str:

@@ -10,22 +10,17 @@ node locked (see :mod:`corral.baremetal.conductor.locks`).
 from __future__ import annotations
 
 import sqlalchemy as sa
-from sqlalchemy.dialects import mysql
 
-from corral.core.db import NAMING_CONVENTION
+from corral.core.db import NAMING_CONVENTION, Timestamp
+from corral.core.db import timestamp_columns as _timestamps
 
 metadata = sa.MetaData(naming_convention=NAMING_CONVENTION)
 
 # Microsecond precision everywhere (MySQL's DATETIME drops it by default).
-Timestamp = sa.DateTime().with_variant(mysql.DATETIME(fsp=6), "mysql")
 
 
 def _json(name: str) -> sa.Column:
     return sa.Column(name, sa.Text, nullable=True)
-
-
-def _timestamps() -> list[sa.Column]:
-    return [sa.Column("created_at", Timestamp, nullable=True), sa.Column("updated_at", Timestamp, nullable=True)]
 
 
 # Driver interfaces a node names, one column each (upstream's names).

@@ -10,22 +10,11 @@ and the online data migration can still see them.
 from __future__ import annotations
 
 import sqlalchemy as sa
-from sqlalchemy.dialects import mysql
 
-from corral.core.db import NAMING_CONVENTION
-
-# Microsecond timestamps on every backend (MySQL's DATETIME drops them
-# otherwise): listings sort by creation time across cells.
-Timestamp = sa.DateTime().with_variant(mysql.DATETIME(fsp=6), "mysql", "mariadb")
+from corral.core.db import NAMING_CONVENTION, Timestamp
+from corral.core.db import timestamp_columns as _timestamps
 
 metadata = sa.MetaData(naming_convention=NAMING_CONVENTION)
-
-
-def _timestamps() -> list[sa.Column]:
-    return [
-        sa.Column("created_at", Timestamp, nullable=True),
-        sa.Column("updated_at", Timestamp, nullable=True),
-    ]
 
 
 instances = sa.Table(
