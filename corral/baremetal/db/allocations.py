@@ -20,10 +20,10 @@ import orjson
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
+from corral.baremetal.db import json_columns
 from corral.baremetal.db.nodes import utcnow
 from corral.baremetal.db.tables import allocation_traits, allocations, conductors, node_traits, nodes
 
-JSON_FIELDS = ("candidate_nodes", "extra")
 JSON_DEFAULTS: dict[str, Any] = {"candidate_nodes": [], "extra": {}}
 
 SORT_KEYS = frozenset(
@@ -32,20 +32,11 @@ SORT_KEYS = frozenset(
 
 
 def encode(values: Mapping[str, Any]) -> dict[str, Any]:
-    encoded = {}
-    for key, value in values.items():
-        if key in JSON_FIELDS:
-            value = None if value is None else orjson.dumps(value).decode()
-        encoded[key] = value
-    return encoded
+    return json_columns.encode(values, JSON_DEFAULTS)
 
 
 def _decode(row: Any) -> dict[str, Any]:
-    allocation = dict(row._mapping)
-    for key in JSON_FIELDS:
-        text = allocation.get(key)
-        allocation[key] = orjson.loads(text) if text else type(JSON_DEFAULTS[key])()
-    return allocation
+    return json_columns.decode(row, JSON_DEFAULTS)
 
 
 def _select() -> sa.Select:

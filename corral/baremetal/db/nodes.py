@@ -10,10 +10,10 @@ import datetime
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-import orjson
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
+from corral.baremetal.db import json_columns
 from corral.baremetal.db.tables import bios_settings, node_traits, nodes
 
 JSON_FIELDS = (
@@ -34,22 +34,17 @@ def utcnow() -> datetime.datetime:
     return datetime.datetime.now(datetime.UTC).replace(tzinfo=None)
 
 
+# Every JSON field of a node reads as {} when NULL.
+JSON_DEFAULTS: dict[str, Any] = {name: {} for name in JSON_FIELDS}
+
+
 def encode(values: Mapping[str, Any]) -> dict[str, Any]:
     """Column values ready for the database (JSON fields as text)."""
-    encoded = {}
-    for key, value in values.items():
-        if key in JSON_FIELDS:
-            value = None if value is None else orjson.dumps(value).decode()
-        encoded[key] = value
-    return encoded
+    return json_columns.encode(values, JSON_DEFAULTS)
 
 
 def decode(row: Any) -> dict[str, Any]:
-    node = dict(row._mapping)
-    for key in JSON_FIELDS:
-        text = node.get(key)
-        node[key] = orjson.loads(text) if text else {}
-    return node
+    return json_columns.decode(row, JSON_DEFAULTS)
 
 
 def get(conn: Connection, *, node_id: int | None = None, uuid: str | None = None,

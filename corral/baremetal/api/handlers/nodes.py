@@ -29,7 +29,7 @@ PATCHABLE = (
     "raid_interface", "rescue_interface", "resource_class", "retired", "retired_reason", "storage_interface",
     "vendor_interface", "firmware_interface",
 )
-JSON_DEFAULTS = {field: {} for field in node_db.JSON_FIELDS}
+JSON_DEFAULTS = node_db.JSON_DEFAULTS
 
 # Query filters: parameter -> microversion it appeared in.
 FILTERS = {
