@@ -33,6 +33,7 @@ from corral.placement.domain.candidates import (
     CandidateRequest,
     Facts,
     GroupRequest,
+    InventoryRow,
     Merge,
     RequestGroup,
     ResolvedGroup,
