@@ -2,7 +2,9 @@
 
 ``noauth2``
     Like upstream: ``X-Auth-Token: user[:project]``; the user ``admin`` gets
-    the admin role (plus reader and member).  No token is a 401.
+    the admin role (plus reader and member), other users member and reader,
+    an ``X-Roles`` header (as upstream Placement reads it) exactly its roles.
+    No token header is a 401; an empty token is a user without roles.
 ``noauth``
     No authentication at all; every request is an admin (standalone Ironic's
     ``noauth``).
@@ -57,11 +59,24 @@ def _fill(context: RequestContext, user: str, project: str | None, roles: tuple[
 
 def authenticate_noauth2(req: falcon.Request) -> None:
     token = req.get_header("X-Auth-Token")
-    if not token:
+    if token is None:
         raise Unauthorized("The request you have made requires authentication.")
     user, _, project = token.partition(":")
-    roles = ADMIN_ROLES if user == "admin" else MEMBER_ROLES
-    _fill(req.context, user, project or None, roles)
+    _fill(req.context, user, project or None, _noauth2_roles(req, user))
+
+
+def _noauth2_roles(req: falcon.Request, user: str) -> tuple[str, ...]:
+    """An ``X-Roles`` header wins; otherwise the roles the user's name implies.
+
+    An empty token is a nameless user without roles: like upstream, policy
+    refuses it (403) rather than authentication (401).
+    """
+    header = req.get_header("X-Roles")
+    if header is not None:
+        return tuple(role.strip().lower() for role in header.split(",") if role.strip())
+    if user == "admin":
+        return ADMIN_ROLES
+    return MEMBER_ROLES if user else ()
 
 
 def authenticate_noauth(req: falcon.Request) -> None:

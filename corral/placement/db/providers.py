@@ -72,11 +72,18 @@ def get(conn: Connection, uuid: str) -> Provider | None:
     return _provider(row) if row is not None else None
 
 
-def get_or_404(conn: Connection, uuid: str, code: str | None = None) -> Provider:
-    """The provider, or a 404 (upstream sends a specific code only from the reshaper)."""
+def get_or_404(conn: Connection, uuid: str, code: str | None = None, context: str | None = None) -> Provider:
+    """The provider, or a 404 (upstream sends a specific code only from the reshaper).
+
+    ``context`` is a handler's own wording put before the message, as some of
+    upstream's handlers do: a format string with ``{uuid}``.
+    """
     provider = get(conn, uuid)
     if provider is None:
-        raise errors.NotFound(f"No resource provider with uuid {uuid} found", code=code)
+        message = f"No resource provider with uuid {uuid} found"
+        if context is not None:
+            message = f"{context.format(uuid=uuid)}: {message}"
+        raise errors.NotFound(message, code=code)
     return provider
 
 

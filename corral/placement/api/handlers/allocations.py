@@ -117,7 +117,7 @@ def provider_allocations(state: PlacementState, req: falcon.Request, resp: falco
     util.authorize(state, req, "placement:resource_providers:allocations:list")
 
     def read(conn: Connection) -> tuple[Any, dict[str, dict[str, int]], dict[str, consumers.Consumer]]:
-        provider = providers.get_or_404(conn, uuid)
+        provider = providers.get_or_404(conn, uuid, context="Resource provider '{uuid}' not found")
         found = allocation_db.for_provider(conn, provider.id)
         records = consumers.get_many(conn, list(found)) if req.context.at_least(*rules.CONSUMER_GENERATION) else {}
         return provider, found, records

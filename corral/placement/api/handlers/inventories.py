@@ -18,6 +18,9 @@ from corral.placement.db.providers import Provider
 from corral.placement.domain import inventory as rules
 from corral.placement.domain.inventory import Inventory
 
+# Upstream's reads of inventories word a missing provider with a space before the colon.
+_PROVIDER_SPACED = "No resource provider with uuid {uuid} found "
+
 DELETE_ALL = (1, 5)
 
 
@@ -86,7 +89,7 @@ def _replace(
 def list_inventories(state: PlacementState, req: falcon.Request, resp: falcon.Response, uuid: str) -> None:
     util.authorize(state, req, "placement:resource_providers:inventories:list")
     with state.db.read() as conn:
-        provider = providers.get_or_404(conn, uuid)
+        provider = providers.get_or_404(conn, uuid, context=_PROVIDER_SPACED)
         found = inventories.for_provider(conn, provider.id)
     util.send_cacheable(
         req, resp, _all_body(found, provider.generation), provider.modified, modified_known=bool(found)
@@ -140,7 +143,7 @@ def show_inventory(
 ) -> None:
     util.authorize(state, req, "placement:resource_providers:inventories:show")
     with state.db.read() as conn:
-        provider = providers.get_or_404(conn, uuid)
+        provider = providers.get_or_404(conn, uuid, context=_PROVIDER_SPACED)
         found = inventories.for_provider(conn, provider.id)
     if resource_class not in found:
         raise _no_inventory(uuid, resource_class)

@@ -110,7 +110,7 @@ def delete_trait(state: PlacementState, req: falcon.Request, resp: falcon.Respon
 def show_provider_traits(state: PlacementState, req: falcon.Request, resp: falcon.Response, uuid: str) -> None:
     util.authorize(state, req, "placement:resource_providers:traits:list")
     with state.db.read() as conn:
-        provider = providers.get_or_404(conn, uuid)
+        provider = providers.get_or_404(conn, uuid, context="No resource provider with uuid {uuid} found")
         names = provider_traits.trait_names(conn, provider.id)
     body = {"traits": names, "resource_provider_generation": provider.generation}
     util.send_cacheable(req, resp, body, provider.modified)

@@ -34,7 +34,7 @@ _QUERY_1_38 = {
 def provider_usages(state: PlacementState, req: falcon.Request, resp: falcon.Response, uuid: str) -> None:
     util.authorize(state, req, "placement:resource_providers:usages")
     with state.db.read() as conn:
-        provider = providers.get_or_404(conn, uuid)
+        provider = providers.get_or_404(conn, uuid, context="No resource provider with uuid {uuid} found")
         found = usages.for_provider(conn, provider.id)
     body = {"usages": found, "resource_provider_generation": provider.generation}
     util.send_cacheable(req, resp, body, provider.modified)
