@@ -120,3 +120,57 @@ def test_roles_header_replaces_the_token_roles(placement) -> None:
     assert service.get("/resource_providers").status_code == 200
     reader = placement.client("1.39", token="admin").with_headers(X_Roles="reader")
     assert reader.get("/resource_providers").status_code == 403
+
+
+# Upstream's schema, in its own key order, as its message shows it.
+INVENTORY_SCHEMA_MESSAGE = (
+    "JSON does not validate: 'resource_provider_generation' is a required property  "
+    "Failed validating 'required' in schema:     {'type': 'object',      "
+    "'properties': {'resource_provider_generation': {'type': 'integer'},  "
+    "                   'total': {'type': 'integer',                         "
+    "      'maximum': 2147483647,                               'minimum': 1},  "
+    "                   'reserved': {'type': 'integer',                      "
+    "            'maximum': 2147483647,                                  'minimum': 0},  "
+    "                   'min_unit': {'type': 'integer',                      "
+    "            'maximum': 2147483647,                                  'minimum': 1},  "
+    "                   'max_unit': {'type': 'integer',                      "
+    "            'maximum': 2147483647,                                  'minimum': 1},  "
+    "                   'step_size': {'type': 'integer',                     "
+    "              'maximum': 2147483647,                                   'minimum': 1},  "
+    "                   'allocation_ratio': {'type': 'number',               "
+    "                           'maximum': 3.40282e+38}},      'required': ['total', 'resource_provider_generation'],  "
+    "    'additionalProperties': False}  On instance:     {'total': 1}"
+)
+
+
+def test_schema_errors_show_upstreams_schemas(placement) -> None:
+    client = placement.client("1.39")
+    rp = client.post("/resource_providers", json={"name": "rp"}).json()["uuid"]
+    missing_generation = client.put(f"/resource_providers/{rp}/inventories/VCPU", json={"total": 1})
+    assert _error(missing_generation) == _bad_request(INVENTORY_SCHEMA_MESSAGE)
+    refused = placement.client("1.28").put(
+        f"/allocations/{MISSING}", json={"allocations": {}, "project_id": "p", "user_id": "u"}
+    )
+    assert refused.status_code == 400
+    assert (
+        "'consumer_generation': {'type': ['integer', 'null'],                                             "
+        "'additionalProperties': False}},      'additionalProperties': False,      'required': ['allocations',"
+    ) in _error(refused)["detail"]
+
+
+def test_inventory_records_as_upstream_validates_them(placement) -> None:
+    client = placement.client("1.39")
+    rp = client.post("/resource_providers", json={"name": "rp"}).json()["uuid"]
+    # A generation inside a record is allowed (and ignored).
+    record = {"total": 8, "resource_provider_generation": 7}
+    stored = client.put(f"/resource_providers/{rp}/inventories",
+                        json={"resource_provider_generation": 0, "inventories": {"VCPU": record}})
+    assert stored.status_code == 200 and stored.json()["inventories"]["VCPU"]["total"] == 8
+    # Names that cannot be classes are refused as unknown, whatever their records hold.
+    for junk in ("junk", {"total": 0}, {"total": 1}):
+        refused = client.put(f"/resource_providers/{rp}/inventories",
+                             json={"resource_provider_generation": 1, "inventories": {"vcpu": junk}})
+        assert _error(refused) == _bad_request(
+            f"Unknown resource class in inventory for resource provider {rp}: No such resource class vcpu."
+        )
+

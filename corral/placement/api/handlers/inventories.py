@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Collection, Mapping
 from typing import Any
 
@@ -20,6 +21,9 @@ from corral.placement.domain.inventory import Inventory
 
 # Upstream's reads of inventories word a missing provider with a space before the colon.
 _PROVIDER_SPACED = "No resource provider with uuid {uuid} found "
+_CLASS_NAME = re.compile(r"^[A-Z0-9_]+$")
+# Stands for a record under a name that is no resource class (refused later).
+_UNCHECKED = Inventory(total=1)
 
 DELETE_ALL = (1, 5)
 
@@ -36,6 +40,18 @@ def _all_body(found: Mapping[str, Inventory], generation: int) -> dict[str, Any]
     return {
         "inventories": {name: inventory.as_dict() for name, inventory in found.items()},
         "resource_provider_generation": generation,
+    }
+
+
+def from_records(records: Mapping[str, Any]) -> dict[str, Inventory]:
+    """A PUT's inventories by class name.
+
+    The schema (upstream's) leaves records under names that cannot be
+    resource classes unchecked: whatever they hold, those names are refused
+    later as unknown classes.
+    """
+    return {
+        name: rules.from_request(data) if _CLASS_NAME.match(name) else _UNCHECKED for name, data in records.items()
     }
 
 
@@ -99,7 +115,7 @@ def list_inventories(state: PlacementState, req: falcon.Request, resp: falcon.Re
 def replace_inventories(state: PlacementState, req: falcon.Request, resp: falcon.Response, uuid: str) -> None:
     util.authorize(state, req, "placement:resource_providers:inventories:update")
     body = util.provider_json_body(state, req, state.schema("inventories.put_all"), uuid)
-    new = {name: rules.from_request(data) for name, data in body["inventories"].items()}
+    new = from_records(body["inventories"])
 
     def work(conn: Connection) -> int:
         provider = providers.get_or_404(conn, uuid)

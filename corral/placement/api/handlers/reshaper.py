@@ -18,11 +18,11 @@ from corral.placement.api import errors as codes
 from corral.placement.api import util
 from corral.placement.api.handlers.allocations import consumer_request, id_cache
 from corral.placement.api.handlers.inventories import _replace as replace_inventories
+from corral.placement.api.handlers.inventories import from_records
 from corral.placement.api.state import PlacementState
 from corral.placement.db import allocations as allocation_db
 from corral.placement.db import providers
 from corral.placement.db.tables import allocations
-from corral.placement.domain import inventory as inventory_rules
 
 INTRODUCED = (1, 30)
 
@@ -34,8 +34,7 @@ def reshape(state: PlacementState, req: falcon.Request, resp: falcon.Response) -
         consumer_request(state, req, consumer_uuid, section) for consumer_uuid, section in body["allocations"].items()
     ]
     new_inventories = {
-        uuid: (section["resource_provider_generation"],
-               {rc: inventory_rules.from_request(record) for rc, record in section["inventories"].items()})
+        uuid: (section["resource_provider_generation"], from_records(section["inventories"]))
         for uuid, section in body["inventories"].items()
     }
     now = util.utcnow()

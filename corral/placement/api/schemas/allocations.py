@@ -36,8 +36,8 @@ _LIST_FORM = {
             "resource_provider": {
                 "type": "object",
                 "properties": {"uuid": UUID},
-                "required": ["uuid"],
                 "additionalProperties": False,
+                "required": ["uuid"],
             },
             "resources": _RESOURCES,
         },
@@ -74,25 +74,29 @@ def consumer_section(version: tuple[int, int]) -> dict[str, Any]:
         properties.update(project_id=_EXTERNAL_ID, user_id=_EXTERNAL_ID)
         required += ["project_id", "user_id"]
     if version >= (1, 28):
-        properties["consumer_generation"] = {"type": ["integer", "null"]}
+        # Upstream's (meaningless) additionalProperties shows in its error messages.
+        properties["consumer_generation"] = {"type": ["integer", "null"], "additionalProperties": False}
         required.append("consumer_generation")
     if version >= (1, 34):
         properties["mappings"] = _MAPPINGS
     if version >= (1, 38):
         properties["consumer_type"] = _CONSUMER_TYPE
         required.append("consumer_type")
-    return {"type": "object", "properties": properties, "required": required, "additionalProperties": False}
+    if version < (1, 12):
+        return {"type": "object", "properties": properties, "required": required, "additionalProperties": False}
+    # Upstream's key order, which its error messages show.
+    return {"type": "object", "properties": properties, "additionalProperties": False, "required": required}
 
 
-def post_body(version: tuple[int, int]) -> dict[str, Any]:
+def post_body(version: tuple[int, int], min_properties: int = 1) -> dict[str, Any]:
     """POST /allocations (1.13+): consumer uuid -> consumer section (empty allocations allowed)."""
     section = consumer_section(version)
     section["properties"]["allocations"] = _dict_form(0)
     return {
         "type": "object",
-        "minProperties": 1,
-        "patternProperties": {"^[0-9a-fA-F-]{36}$": section},
+        "minProperties": min_properties,
         "additionalProperties": False,
+        "patternProperties": {"^[0-9a-fA-F-]{36}$": section},
     }
 
 

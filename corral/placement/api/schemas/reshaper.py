@@ -4,42 +4,25 @@ from __future__ import annotations
 
 from typing import Any
 
-from corral.placement.api.schemas.allocations import consumer_section
-from corral.placement.api.schemas.common import GENERATION
-from corral.placement.api.schemas.inventories import RECORD
+from corral.placement.api.schemas.allocations import post_body
+from corral.placement.api.schemas.inventories import PUT_ALL_BODY
 
 _UUID_KEY = "^[0-9a-fA-F-]{36}$"
 
 
 def body(version: tuple[int, int]) -> dict[str, Any]:
-    section = consumer_section(version)
     return {
         "type": "object",
         "properties": {
             "inventories": {
                 "type": "object",
-                "patternProperties": {
-                    _UUID_KEY: {
-                        "type": "object",
-                        "properties": {
-                            "resource_provider_generation": GENERATION,
-                            "inventories": {
-                                "type": "object",
-                                "patternProperties": {"^[A-Z0-9_]+$": RECORD},
-                                "additionalProperties": False,
-                            },
-                        },
-                        "required": ["resource_provider_generation", "inventories"],
-                        "additionalProperties": False,
-                    }
-                },
+                "patternProperties": {_UUID_KEY: PUT_ALL_BODY},
+                # At least one provider's inventories: otherwise there is nothing to reshape.
+                "minProperties": 1,
                 "additionalProperties": False,
             },
-            "allocations": {
-                "type": "object",
-                "patternProperties": {_UUID_KEY: section},
-                "additionalProperties": False,
-            },
+            # POST /allocations' body, which may be empty here.
+            "allocations": post_body(version, min_properties=0),
         },
         "required": ["inventories", "allocations"],
         "additionalProperties": False,
