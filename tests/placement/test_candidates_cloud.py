@@ -15,6 +15,7 @@ from sqlalchemy.engine import Connection
 
 from corral.core.db import Database
 from corral.placement.db import tables as t
+from corral.placement.db import topology
 
 
 def make_uuid(name: str) -> str:
@@ -134,6 +135,8 @@ class Cloud:
                     used=used,
                 )
             )
+        # Written straight to the tables, so the change is announced as the API's writes do.
+        topology.changed(conn)
         return ids
 
     @staticmethod

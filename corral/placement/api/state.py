@@ -11,6 +11,7 @@ from oslo_config import cfg
 from corral.core.db import Database
 from corral.core.policy import Enforcer
 from corral.core.schema import VersionedSchema
+from corral.placement.db.topology import TopologyCache
 
 
 @dataclass
@@ -24,6 +25,8 @@ class PlacementState:
     # change while the service runs), filled at start-up.
     standard_classes: dict[str, int] = field(default_factory=dict)
     standard_traits: dict[str, int] = field(default_factory=dict)
+    # The provider topology as last read, for the allocation-candidate search.
+    topology: TopologyCache = field(default_factory=TopologyCache)
     # Anything else a module wants to build once (query-string validators).
     cache: dict[str, Any] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)

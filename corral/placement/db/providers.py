@@ -12,6 +12,7 @@ from sqlalchemy.engine import Connection
 from corral.core import errors
 from corral.core.db import is_duplicate
 from corral.placement.api import errors as codes
+from corral.placement.db import topology
 from corral.placement.db.tables import (
     allocations,
     inventories,
@@ -133,6 +134,7 @@ def create(conn: Connection, *, uuid: str, name: str, parent: Provider | None, n
         conn.execute(
             resource_providers.update().where(resource_providers.c.id == new_id).values(root_provider_id=new_id)
         )
+    topology.changed(conn)
 
 
 def _raise_if_taken(conn: Connection, uuid: str, name: str) -> None:
@@ -210,13 +212,16 @@ def set_parent(conn: Connection, provider: Provider, parent: Provider | None, no
         .where(resource_providers.c.id.in_(sorted(subtree)))
         .values(root_provider_id=new_root)
     )
+    topology.changed(conn)
 
 
 def bump_generation(conn: Connection, provider_id: int, expected: int | None, now: datetime.datetime) -> int:
     """Increment a provider's generation if it is still ``expected``.
 
     ``expected=None`` increments unconditionally.  A mismatch (a stale
-    caller, or a concurrent writer that got there first) is a 409.
+    caller, or a concurrent writer that got there first) is a 409.  Used by
+    every change to a provider's inventories, traits or aggregates (not by
+    allocations), so it also records a topology change.
     """
     # UPDATE resource_providers SET generation = generation + 1, updated_at = :now
     # WHERE id = :id [AND generation = :expected]
@@ -229,6 +234,7 @@ def bump_generation(conn: Connection, provider_id: int, expected: int | None, no
         query = query.where(resource_providers.c.generation == expected)
     if conn.execute(query).rowcount != 1:
         raise generation_conflict()
+    topology.changed(conn)
     # SELECT generation FROM resource_providers WHERE id = :id
     return conn.execute(
         sa.select(resource_providers.c.generation).where(resource_providers.c.id == provider_id)
@@ -279,3 +285,4 @@ def delete(conn: Connection, provider: Provider) -> None:
     ).rowcount
     if deleted != 1:
         raise generation_conflict()
+    topology.changed(conn)

@@ -138,3 +138,14 @@ resource_provider_traits = sa.Table(
     sa.Column("trait_id", sa.Integer, sa.ForeignKey("traits.id"), primary_key=True, index=True),
     *_timestamps(),
 )
+
+# One row, rewritten with a new random value by every transaction that
+# changes providers, their inventories, traits or aggregates (never by
+# allocations): API processes keep a snapshot of those in memory for the
+# allocation-candidate search and reread it when the value changes.
+topology_versions = sa.Table(
+    "topology_versions",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=False),
+    sa.Column("version", sa.String(32), nullable=False),
+)

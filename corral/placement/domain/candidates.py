@@ -142,25 +142,21 @@ InventoryRow = tuple[float, int, int, int, int]
 class Facts:
     """What the database knows that matters to one request."""
 
-    # resource class id -> provider id -> inventory of that class
+    # resource class id -> provider id -> inventory of that class (never modified)
     inventory: dict[int, dict[int, InventoryRow]]
-    # provider id -> root provider id (every provider mentioned below)
+    # provider id -> root provider id
     root_of: dict[int, int]
-    # provider id -> the requested traits (and the sharing trait) it has
-    traits_of: dict[int, set[int]]
-    # provider id -> the requested aggregates it is in
-    aggs_of: dict[int, set[int]]
+    # provider id -> its traits
+    traits_of: dict[int, frozenset[int]]
+    # provider id -> the aggregates it is in
+    aggs_of: dict[int, frozenset[int]]
     # providers with the sharing trait
-    sharing: set[int]
+    sharing: frozenset[int]
     # sharing provider id -> roots of every tree sharing an aggregate with it
-    anchors_of: dict[int, set[int]]
+    anchors_of: dict[int, frozenset[int]]
     # root_required: traits every anchor root must have / must not have
     root_required: frozenset[int] = frozenset()
     root_forbidden: frozenset[int] = frozenset()
-    # resource classes whose inventories were read for every provider
-    complete_classes: set[int] = field(default_factory=set)
-    # the inventories of every class were read (not only the requested ones)
-    every_class: bool = False
     _anchor_ok: dict[int, bool] = field(default_factory=dict)
 
     def anchor_ok(self, root: int) -> bool:
@@ -168,7 +164,7 @@ class Facts:
             return True
         known = self._anchor_ok.get(root)
         if known is None:
-            traits = self.traits_of.get(root, set())
+            traits = self.traits_of.get(root, frozenset())
             known = self.root_required <= traits and not (traits & self.root_forbidden)
             self._anchor_ok[root] = known
         return known
@@ -209,16 +205,16 @@ def fits(row: InventoryRow, amount: int) -> bool:
     return used + amount <= capacity and min_unit <= amount <= max_unit and amount % step == 0
 
 
-def providers_in_aggregates(member_of: list[frozenset[int]], aggs_of: dict[int, set[int]]) -> set[int]:
+def providers_in_aggregates(member_of: list[frozenset[int]], aggs_of: dict[int, frozenset[int]]) -> set[int]:
     """Providers that are, themselves, in at least one aggregate of every any-of set."""
     return {rp for rp, aggs in aggs_of.items() if all(any_of & aggs for any_of in member_of)}
 
 
-def providers_in_any(aggregates: frozenset[int], aggs_of: dict[int, set[int]]) -> set[int]:
+def providers_in_any(aggregates: frozenset[int], aggs_of: dict[int, frozenset[int]]) -> set[int]:
     return {rp for rp, aggs in aggs_of.items() if aggs & aggregates}
 
 
-def _traits_ok(providers: Iterable[int], group: ResolvedGroup, traits_of: dict[int, set[int]]) -> bool:
+def _traits_ok(providers: Iterable[int], group: ResolvedGroup, traits_of: dict[int, frozenset[int]]) -> bool:
     """The providers have none of the forbidden traits and, together, every required one."""
     union: set[int] = set()
     for rp in providers:

@@ -99,6 +99,7 @@ def _answer(
                 randomize=state.conf.placement.randomize_allocation_candidates,
                 all_classes_in_summaries=version >= ALL_RESOURCES,
                 with_traits=version >= SUMMARY_TRAITS,
+                topology_cache=state.topology,
             )
     except UnknownNames as error:
         raise unknown_names_error(error) from None
@@ -113,8 +114,7 @@ def render(answer: Answer, version: tuple[int, int]) -> dict[str, Any]:
 
 
 def _render_requests(answer: Answer, version: tuple[int, int]) -> list[dict[str, Any]]:
-    providers = answer.providers
-    uuid_of = {rp: row[0] for rp, row in providers.items()}
+    uuid_of = answer.uuids
     names = answer.class_names
     # Candidates share their per-provider resource tuples (the same objects,
     # hence keyed by identity); so do the rendered dicts, serialised as many
@@ -171,14 +171,14 @@ def _render_summaries(answer: Answer, version: tuple[int, int]) -> dict[str, Any
     inventories = answer.inventories
     traits = answer.traits
     no_traits: list[str] = []
-    no_rows: list[tuple[int, int, int]] = []
+    no_rows: tuple[tuple[int, int, int], ...] = ()
     # Providers built alike report the same capacities and usage: their
     # ``resources`` dicts are one and the same.
     same_rows: dict[tuple[tuple[int, int, int], ...], dict[str, Any]] = {}
     summaries: dict[str, Any] = {}
     for rp in answer.summarised:
         uuid, parent_id, root_id = providers[rp]
-        rows = tuple(inventories.get(rp, no_rows))
+        rows = inventories.get(rp, no_rows)
         resources = same_rows.get(rows)
         if resources is None:
             resources = same_rows[rows] = {

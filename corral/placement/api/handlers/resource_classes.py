@@ -10,7 +10,7 @@ from corral.core import errors
 from corral.core.http import Endpoint, Route, send_empty, send_json
 from corral.placement.api import util
 from corral.placement.api.state import PlacementState
-from corral.placement.db import catalog
+from corral.placement.db import catalog, topology
 from corral.placement.db.tables import inventories, resource_classes
 
 INTRODUCED = (1, 2)
@@ -75,6 +75,7 @@ def rename_class(state: PlacementState, req: falcon.Request, resp: falcon.Respon
             .where(resource_classes.c.id == ident)
             .values(name=new_name, updated_at=util.utcnow())
         )
+        topology.changed(conn)
 
     state.db.write(work)
     send_json(resp, _body(req, new_name))
@@ -108,6 +109,7 @@ def delete_class(state: PlacementState, req: falcon.Request, resp: falcon.Respon
             )
         # DELETE FROM resource_classes WHERE id = :id
         conn.execute(resource_classes.delete().where(resource_classes.c.id == ident))
+        topology.changed(conn)
 
     state.db.write(work)
     send_empty(resp)

@@ -1,0 +1,316 @@
+"""The provider topology, kept in memory by each API process.
+
+Providers, their inventories, traits and aggregates change when operators
+or compute services reconfigure something; usage changes with every
+claim.  The allocation-candidate search needs the first for the whole
+cloud at every request, so each process keeps a snapshot of it
+(:class:`TopologyCache`) and checks with one single-row query per search
+that no topology write has happened since the snapshot was read.  Usage is
+read for every search.
+
+Every transaction that changes the topology calls :func:`changed`, which
+stores a new random value in ``topology_versions``: random rather than a
+counter, so that a database emptied or restored can never bring back a
+value a process has already seen.  The value is read before anything
+else, so a snapshot is never labelled newer than what it holds (with READ
+COMMITTED a snapshot may hold a little more than its label says; the next
+search then finds a new label and reads again).
+"""
+
+from __future__ import annotations
+
+import secrets
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+
+from corral.placement.db.tables import (
+    inventories,
+    placement_aggregates,
+    resource_classes,
+    resource_provider_aggregates,
+    resource_provider_traits,
+    resource_providers,
+    topology_versions,
+    traits,
+)
+from corral.placement.domain.candidates import SHARING_TRAIT, InventoryRow
+
+_ROW_ID = 1
+
+
+def changed(conn: Connection) -> None:
+    """Record, inside the writing transaction, that the topology changes."""
+    # UPDATE topology_versions SET version = :version WHERE id = 1
+    update = (
+        topology_versions.update()
+        .where(topology_versions.c.id == _ROW_ID)
+        .values(version=secrets.token_hex(16))
+    )
+    if conn.execute(update).rowcount:
+        return
+    # The row is missing (the table was emptied): create it.
+    try:
+        with conn.begin_nested():
+            # INSERT INTO topology_versions (id, version) VALUES (1, :version)
+            conn.execute(topology_versions.insert().values(id=_ROW_ID, version=secrets.token_hex(16)))
+    except sa.exc.IntegrityError:
+        # A concurrent transaction created it first.
+        conn.execute(update)
+
+
+def current_version(conn: Connection) -> str | None:
+    # SELECT version FROM topology_versions WHERE id = 1
+    return conn.execute(
+        sa.select(topology_versions.c.version).where(topology_versions.c.id == _ROW_ID)
+    ).scalar_one_or_none()
+
+
+class ProviderRow(NamedTuple):
+    uuid: str
+    parent_id: int | None
+    root_id: int
+
+
+# ((resource class id, capacity, used), ...) in class id order
+SummaryRows = tuple[tuple[int, int, int], ...]
+
+
+@dataclass
+class Topology:
+    """Everything about providers the candidate search needs, except usage.
+
+    Shared by concurrent searches: nothing here is ever modified once built.
+    """
+
+    version: str | None
+    providers: dict[int, ProviderRow]
+    uuids: dict[int, str]
+    ids_by_uuid: dict[str, int]
+    # provider id -> root provider id
+    root_of: dict[int, int]
+    # root provider id -> every provider of its tree
+    members_of: dict[int, list[int]]
+    # resource class id -> provider id -> (capacity, 0, min_unit, max_unit, step_size)
+    inventory: dict[int, dict[int, InventoryRow]]
+    # provider id -> its inventories with nothing used, for summaries
+    # (equal tuples are one object)
+    capacities: dict[int, SummaryRows]
+    traits_of: dict[int, frozenset[int]]
+    # provider id -> sorted trait names
+    trait_names_of: dict[int, list[str]]
+    aggs_of: dict[int, frozenset[int]]
+    aggregate_ids: dict[str, int]
+    class_names: dict[int, str]
+    # providers with the sharing trait
+    sharing: frozenset[int]
+    # sharing provider id -> roots of every tree sharing an aggregate with it
+    anchors_of: dict[int, frozenset[int]]
+
+
+def _plain_rows(conn: Connection, statement: sa.Select) -> list[tuple[Any, ...]]:
+    """The rows of a statement without parameters, as the driver's plain
+    tuples (SQLAlchemy's rows cost more than the database spends on them)."""
+    compiled = statement.compile(dialect=conn.dialect)
+    return conn.exec_driver_sql(str(compiled)).cursor.fetchall()
+
+
+def load(conn: Connection, version: str | None) -> Topology:
+    """Read the whole topology (``version`` read first, by the caller)."""
+    providers, root_of, members_of, ids_by_uuid = _providers(conn)
+    inventory, capacities = _inventories(conn, providers)
+    traits_of, trait_names_of, sharing = _traits(conn, providers)
+    aggs_of, aggregate_ids = _aggregates(conn, providers)
+    # SELECT id, name FROM resource_classes
+    class_names = dict(_plain_rows(conn, sa.select(resource_classes.c.id, resource_classes.c.name)))
+    return Topology(
+        version=version,
+        providers=providers,
+        uuids={rp_id: row[0] for rp_id, row in providers.items()},
+        ids_by_uuid=ids_by_uuid,
+        root_of=root_of,
+        members_of=members_of,
+        inventory=inventory,
+        capacities=capacities,
+        traits_of=traits_of,
+        trait_names_of=trait_names_of,
+        aggs_of=aggs_of,
+        aggregate_ids=aggregate_ids,
+        class_names=class_names,
+        sharing=sharing,
+        anchors_of=_sharing_anchors(sharing, aggs_of, root_of),
+    )
+
+
+def _providers(
+    conn: Connection,
+) -> tuple[dict[int, ProviderRow], dict[int, int], dict[int, list[int]], dict[str, int]]:
+    rp = resource_providers
+    # SELECT id, uuid, parent_provider_id, root_provider_id FROM resource_providers
+    rows = _plain_rows(conn, sa.select(rp.c.id, rp.c.uuid, rp.c.parent_provider_id, rp.c.root_provider_id))
+    make = tuple.__new__
+    providers = {rp_id: make(ProviderRow, (uuid, parent_id, root_id)) for rp_id, uuid, parent_id, root_id in rows}
+    root_of = {rp_id: root_id for rp_id, _uuid, _parent_id, root_id in rows}
+    members_of: dict[int, list[int]] = {}
+    for rp_id, root_id in root_of.items():
+        found = members_of.get(root_id)
+        if found is None:
+            members_of[root_id] = [rp_id]
+        else:
+            found.append(rp_id)
+    ids_by_uuid = {uuid: rp_id for rp_id, uuid, _parent_id, _root_id in rows}
+    return providers, root_of, members_of, ids_by_uuid
+
+
+def _inventories(
+    conn: Connection, providers: dict[int, ProviderRow]
+) -> tuple[dict[int, dict[int, InventoryRow]], dict[int, SummaryRows]]:
+    inv = inventories
+    # SELECT resource_provider_id, resource_class_id, total, reserved, min_unit, max_unit,
+    #        step_size, allocation_ratio
+    # FROM inventories ORDER BY resource_class_id
+    rows = _plain_rows(
+        conn,
+        sa.select(
+            inv.c.resource_provider_id, inv.c.resource_class_id, inv.c.total, inv.c.reserved,
+            inv.c.min_unit, inv.c.max_unit, inv.c.step_size, inv.c.allocation_ratio,
+        ).order_by(inv.c.resource_class_id),
+    )
+    inventory: dict[int, dict[int, InventoryRow]] = {}
+    listed: dict[int, list[tuple[int, int, int]]] = {}
+    for rp_id, rc, total, reserved, min_unit, max_unit, step, ratio in rows:
+        if rp_id not in providers:
+            # Created after the providers were read: left for the next snapshot.
+            continue
+        capacity = (total - reserved) * ratio
+        by_provider = inventory.get(rc)
+        if by_provider is None:
+            by_provider = inventory[rc] = {}
+        by_provider[rp_id] = (capacity, 0, min_unit, max_unit, step)
+        entry = (rc, int(capacity), 0)
+        found = listed.get(rp_id)
+        if found is None:
+            listed[rp_id] = [entry]
+        else:
+            found.append(entry)
+    one_of: dict[SummaryRows, SummaryRows] = {}
+    capacities = {}
+    for rp_id, entries in listed.items():
+        key = tuple(entries)
+        capacities[rp_id] = one_of.setdefault(key, key)
+    return inventory, capacities
+
+
+def _traits(
+    conn: Connection, providers: dict[int, ProviderRow]
+) -> tuple[dict[int, frozenset[int]], dict[int, list[str]], frozenset[int]]:
+    rpt = resource_provider_traits
+    # SELECT rpt.resource_provider_id, rpt.trait_id, traits.name
+    # FROM resource_provider_traits AS rpt JOIN traits ON traits.id = rpt.trait_id
+    rows = _plain_rows(
+        conn,
+        sa.select(rpt.c.resource_provider_id, rpt.c.trait_id, traits.c.name).select_from(
+            rpt.join(traits, traits.c.id == rpt.c.trait_id)
+        ),
+    )
+    ids: dict[int, set[int]] = {}
+    names: dict[int, list[str]] = {}
+    sharing = set()
+    for rp_id, trait_id, name in rows:
+        if rp_id not in providers:
+            continue
+        if rp_id in ids:
+            ids[rp_id].add(trait_id)
+            names[rp_id].append(name)
+        else:
+            ids[rp_id] = {trait_id}
+            names[rp_id] = [name]
+        if name == SHARING_TRAIT:
+            sharing.add(rp_id)
+    for found in names.values():
+        found.sort()
+    return _frozen(ids), names, frozenset(sharing)
+
+
+def _aggregates(
+    conn: Connection, providers: dict[int, ProviderRow]
+) -> tuple[dict[int, frozenset[int]], dict[str, int]]:
+    rpa = resource_provider_aggregates
+    agg = placement_aggregates
+    # SELECT rpa.resource_provider_id, rpa.aggregate_id, agg.uuid
+    # FROM resource_provider_aggregates AS rpa
+    # JOIN placement_aggregates AS agg ON agg.id = rpa.aggregate_id
+    rows = _plain_rows(
+        conn,
+        sa.select(rpa.c.resource_provider_id, rpa.c.aggregate_id, agg.c.uuid).select_from(
+            rpa.join(agg, agg.c.id == rpa.c.aggregate_id)
+        ),
+    )
+    found: dict[int, set[int]] = {}
+    aggregate_ids: dict[str, int] = {}
+    for rp_id, aggregate_id, uuid in rows:
+        if rp_id not in providers:
+            continue
+        found.setdefault(rp_id, set()).add(aggregate_id)
+        aggregate_ids[uuid] = aggregate_id
+    return _frozen(found), aggregate_ids
+
+
+def _frozen(sets: dict[int, set[int]]) -> dict[int, frozenset[int]]:
+    one_of: dict[frozenset[int], frozenset[int]] = {}
+    result = {}
+    for key, value in sets.items():
+        frozen = frozenset(value)
+        result[key] = one_of.setdefault(frozen, frozen)
+    return result
+
+
+def _sharing_anchors(
+    sharing: frozenset[int], aggs_of: dict[int, frozenset[int]], root_of: dict[int, int]
+) -> dict[int, frozenset[int]]:
+    """The roots of every tree that shares an aggregate with each sharing
+    provider (its own tree included)."""
+    wanted = set().union(*[aggs_of.get(rp, ()) for rp in sharing]) if sharing else set()
+    if not wanted:
+        return {}
+    roots_in: dict[int, set[int]] = {}
+    for rp_id, aggregates in aggs_of.items():
+        for aggregate_id in aggregates & wanted:
+            roots_in.setdefault(aggregate_id, set()).add(root_of[rp_id])
+    anchors = {}
+    for rp_id in sharing:
+        aggregates = aggs_of.get(rp_id)
+        if aggregates:
+            anchors[rp_id] = frozenset().union(*[roots_in[a] for a in aggregates])
+    return anchors
+
+
+class TopologyCache:
+    """The latest snapshot read by this process; one per application."""
+
+    def __init__(self, loader: Callable[[Connection, str | None], Topology] = load) -> None:
+        self._current: Topology | None = None
+        self._lock = threading.Lock()
+        self._loader = loader
+        self.loads = 0
+
+    def snapshot(self, conn: Connection) -> Topology:
+        """The topology as ``conn``'s transaction sees it (read again if it changed)."""
+        version = current_version(conn)
+        current = self._current
+        if version is not None and current is not None and current.version == version:
+            return current
+        # One reader at a time: concurrent searches wait for it and share it.
+        with self._lock:
+            current = self._current
+            if version is not None and current is not None and current.version == version:
+                return current
+            fresh = self._loader(conn, version)
+            self.loads += 1
+            if version is not None:
+                self._current = fresh
+            return fresh
