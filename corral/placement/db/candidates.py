@@ -28,6 +28,7 @@ from corral.placement.db.topology import ProviderRow, SummaryRows, Topology, Top
 from corral.placement.domain.candidates import (
     Candidate,
     CandidateRequest,
+    ClassIndex,
     Facts,
     GroupRequest,
     InventoryRow,
@@ -229,12 +230,17 @@ def build_facts(
         for rc in group.resources:
             trees_by_class.setdefault(rc, set()).add(group.tree_root)
     inventory: dict[int, dict[int, InventoryRow]] = {}
+    indexes: dict[int, ClassIndex] = {}
     for rc, trees in trees_by_class.items():
         everywhere = topology.inventory.get(rc)
         if not everywhere:
             continue
         rows = everywhere
-        if None not in trees:
+        if None in trees:
+            index = topology.index_of(rc)
+            if index is not None:
+                indexes[rc] = index
+        else:
             members = topology.members_of
             rows = {rp: everywhere[rp] for root in trees for rp in members.get(root, ()) if rp in everywhere}
         used = used_by.get(rc)
@@ -254,6 +260,8 @@ def build_facts(
         aggs_of=topology.aggs_of,
         sharing=topology.sharing,
         anchors_of=topology.anchors_of,
+        used_by=used_by,
+        indexes=indexes,
         root_required=frozenset(names.traits[t] for t in request.root_required),
         root_forbidden=frozenset(names.traits[t] for t in request.root_forbidden),
     )

@@ -22,7 +22,7 @@ from __future__ import annotations
 import secrets
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 import sqlalchemy as sa
@@ -38,7 +38,7 @@ from corral.placement.db.tables import (
     topology_versions,
     traits,
 )
-from corral.placement.domain.candidates import SHARING_TRAIT, InventoryRow
+from corral.placement.domain.candidates import SHARING_TRAIT, ClassIndex, InventoryRow, class_index
 
 _ROW_ID = 1
 
@@ -110,6 +110,18 @@ class Topology:
     sharing: frozenset[int]
     # sharing provider id -> roots of every tree sharing an aggregate with it
     anchors_of: dict[int, frozenset[int]]
+    # resource class id -> its index, built when first needed (the only
+    # thing added after the snapshot is built; building twice is harmless)
+    _indexes: dict[int, ClassIndex] = field(default_factory=dict)
+
+    def index_of(self, rc: int) -> ClassIndex | None:
+        found = self._indexes.get(rc)
+        if found is None:
+            rows = self.inventory.get(rc)
+            if rows is None:
+                return None
+            found = self._indexes[rc] = class_index(rows, self.root_of, self.sharing, self.anchors_of)
+        return found
 
 
 def _plain_rows(conn: Connection, statement: sa.Select) -> list[tuple[Any, ...]]:

@@ -13,6 +13,7 @@ the functions below combine them into allocation requests.
 
 from __future__ import annotations
 
+import bisect
 import itertools
 import operator
 import random
@@ -154,6 +155,10 @@ class Facts:
     sharing: frozenset[int]
     # sharing provider id -> roots of every tree sharing an aggregate with it
     anchors_of: dict[int, frozenset[int]]
+    # resource class id -> provider id -> used (only providers with usage)
+    used_by: dict[int, dict[int, int]] = field(default_factory=dict)
+    # resource class id -> its index (see ClassIndex)
+    indexes: dict[int, ClassIndex] = field(default_factory=dict)
     # root_required: traits every anchor root must have / must not have
     root_required: frozenset[int] = frozenset()
     root_forbidden: frozenset[int] = frozenset()
@@ -245,8 +250,9 @@ def _providers_by_anchor(group: ResolvedGroup, rc: int, amount: int, facts: Fact
     anchor_ok = facts.anchor_ok
     sharing = facts.sharing
     plain = in_aggs is None and bad is None and not (facts.root_required or facts.root_forbidden)
-    if plain and group.tree_root is None:
-        return _by_root(rc, amount, facts)
+    if group.tree_root is None:
+        by_root = _by_root(rc, amount, facts)
+        return by_root if plain else _filtered(by_root, facts, in_aggs, bad)
     by_anchor: dict[int, list[int]] = {}
     for rp, root in _fitting(group, rc, amount, facts):
         if plain and rp not in sharing:
@@ -274,14 +280,60 @@ def _providers_by_anchor(group: ResolvedGroup, rc: int, amount: int, facts: Fact
     return by_anchor
 
 
-def _by_root(rc: int, amount: int, facts: Facts) -> dict[int, list[int]]:
-    """:func:`_providers_by_anchor` without filters, in one tight loop."""
+def _filtered(
+    by_anchor: dict[int, list[int]], facts: Facts, in_aggs: set[int] | None, bad: set[int] | None
+) -> dict[int, list[int]]:
+    """``by_anchor`` less the anchors and providers that aggregates or root
+    traits rule out: a forbidden aggregate excludes its members and every
+    tree anchored at one; with ``member_of`` a provider qualifies if it is
+    a member or its own root is (a sharing provider serving another tree
+    must be a member itself)."""
+    anchor_ok = facts.anchor_ok
     root_of = facts.root_of
-    sharing = facts.sharing
-    by_anchor: dict[int, list[int]] = {}
-    for rp, (capacity, used, min_unit, max_unit, step) in facts.inventory.get(rc, {}).items():
-        if used + amount > capacity or amount < min_unit or amount > max_unit or amount % step:
+    found: dict[int, list[int]] = {}
+    for anchor, providers in by_anchor.items():
+        if (bad is not None and anchor in bad) or not anchor_ok(anchor):
             continue
+        if bad is None and in_aggs is None:
+            found[anchor] = providers
+            continue
+        anchor_in = in_aggs is not None and anchor in in_aggs
+        kept = []
+        for rp in providers:
+            if bad is not None and rp in bad:
+                continue
+            if in_aggs is not None and rp not in in_aggs and (not anchor_in or root_of[rp] != anchor):
+                continue
+            kept.append(rp)
+        if kept:
+            found[anchor] = kept
+    return found
+
+
+@dataclass
+class ClassIndex:
+    """Where the providers of one resource class can serve, usage aside.
+
+    Built once per topology snapshot and class, so that a search over the
+    whole cloud only looks at the providers that cannot give the amount
+    asked (few, usually) instead of every provider.
+    """
+
+    # anchor root -> providers of the class usable there (its tree's and
+    # sharing providers'); never modified
+    by_anchor: dict[int, list[int]]
+    # min(capacity, max_unit) in ascending order, and the providers in that order
+    limits: list[float]
+    limited: list[int]
+    # providers whose min_unit or step_size is not 1
+    special: list[int]
+
+
+def class_index(
+    rows: dict[int, InventoryRow], root_of: dict[int, int], sharing: frozenset[int], anchors_of: dict[int, frozenset[int]]
+) -> ClassIndex:
+    by_anchor: dict[int, list[int]] = {}
+    for rp in rows:
         root = root_of[rp]
         found = by_anchor.get(root)
         if found is None:
@@ -289,9 +341,50 @@ def _by_root(rc: int, amount: int, facts: Facts) -> dict[int, list[int]]:
         else:
             found.append(rp)
         if rp in sharing:
-            for anchor in facts.anchors_of.get(rp, ()):
+            for anchor in anchors_of.get(rp, ()):
                 if anchor != root:
                     by_anchor.setdefault(anchor, []).append(rp)
+    ordered = sorted((min(row[0], row[3]), rp) for rp, row in rows.items())
+    return ClassIndex(
+        by_anchor=by_anchor,
+        limits=[limit for limit, _rp in ordered],
+        limited=[rp for _limit, rp in ordered],
+        special=[rp for rp, row in rows.items() if row[2] != 1 or row[4] != 1],
+    )
+
+
+def _by_root(rc: int, amount: int, facts: Facts) -> dict[int, list[int]]:
+    """:func:`_providers_by_anchor` without filters: the class's index less
+    the providers that cannot give ``amount`` (too small, unit rules, or
+    too much used)."""
+    index = facts.indexes.get(rc)
+    if index is None:
+        return {}
+    rows = facts.inventory[rc]
+    misfits = set(index.limited[: bisect.bisect_left(index.limits, amount)])
+    for rp in index.special:
+        _capacity, _used, min_unit, _max_unit, step = rows[rp]
+        if amount < min_unit or amount % step:
+            misfits.add(rp)
+    for rp, used in facts.used_by.get(rc, {}).items():
+        row = rows.get(rp)
+        if row is not None and used + amount > row[0]:
+            misfits.add(rp)
+    if not misfits:
+        return index.by_anchor
+    by_anchor = dict(index.by_anchor)
+    affected = set()
+    root_of = facts.root_of
+    for rp in misfits:
+        affected.add(root_of[rp])
+        if rp in facts.sharing:
+            affected.update(facts.anchors_of.get(rp, ()))
+    for anchor in affected:
+        kept = [rp for rp in by_anchor[anchor] if rp not in misfits]
+        if kept:
+            by_anchor[anchor] = kept
+        else:
+            del by_anchor[anchor]
     return by_anchor
 
 
