@@ -11,6 +11,7 @@ structures.
 
 from __future__ import annotations
 
+import random
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
 
@@ -35,6 +36,7 @@ from corral.placement.domain.candidates import (
     Merge,
     RequestGroup,
     ResolvedGroup,
+    every_candidate,
     group_requests,
     merge_candidates,
     select,
@@ -376,7 +378,12 @@ def find_candidates(
         parent_of=parent_of,
         nested_aware=request.nested_aware,
     )
-    chosen = select(merge_candidates(merge, per_group, facts), request.limit, randomize)
+    if request.limit is None:
+        chosen = every_candidate(merge, per_group, facts)
+        if randomize:
+            random.shuffle(chosen)
+    else:
+        chosen = select(merge_candidates(merge, per_group, facts), request.limit, randomize)
     if not chosen:
         return EMPTY_ANSWER
     used = used_providers(chosen)

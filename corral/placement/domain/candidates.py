@@ -635,6 +635,35 @@ def merge_candidates(merge: Merge, per_group: dict[str, Iterable[GroupRequest]],
             yield make(Candidate, (anchor, allocations, mappings, used))
 
 
+def every_candidate(merge: Merge, per_group: dict[str, Iterable[GroupRequest]], facts: Facts) -> list[Candidate]:
+    """:func:`merge_candidates`, all of them at once (no limit to stop at).
+
+    A single group's requests become candidates in one comprehension: with
+    tens of thousands of them, the generators in between cost as much as
+    the search.
+    """
+    if len(merge.groups) != 1 or not merge.nested_aware:
+        return list(merge_candidates(merge, per_group, facts))
+    suffix = merge.groups[0].suffix
+    make = tuple.__new__
+    sharing = facts.sharing
+    seen: set[tuple[object, ...]] = set()
+
+    def first_time(allocations: Allocations, providers: frozenset[int]) -> bool:
+        # Only a request served by sharing providers alone can come up under two anchors.
+        key = (allocations, providers)
+        if key in seen:
+            return False
+        seen.add(key)
+        return True
+
+    return [
+        make(Candidate, (anchor, allocations, ((suffix, providers),), providers))
+        for anchor, allocations, providers in per_group[suffix]
+        if not (sharing and providers <= sharing) or first_time(allocations, providers)
+    ]
+
+
 def _single_group(merge: Merge, requests: Iterable[GroupRequest], facts: Facts) -> Iterator[Candidate]:
     suffix = merge.groups[0].suffix
     sharing = facts.sharing
