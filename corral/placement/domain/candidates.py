@@ -600,8 +600,10 @@ def merge_candidates(merge: Merge, per_group: dict[str, Iterable[GroupRequest]],
     one_per_tree = not merge.nested_aware
     make = tuple.__new__
     # itemgetter and chain, not comprehensions: no call per candidate.
-    second, third = operator.itemgetter(1), operator.itemgetter(2)
+    first, second, third = operator.itemgetter(0), operator.itemgetter(1), operator.itemgetter(2)
     chain = itertools.chain.from_iterable
+    # The resource tuples live as long as the requests above: their ids are stable keys.
+    merged: dict[tuple[int, ...], tuple[Resources, bool]] = {}
     for anchor in sorted(by_anchor):
         lists = by_anchor[anchor]
         if not all(lists):
@@ -615,13 +617,13 @@ def merge_candidates(merge: Merge, per_group: dict[str, Iterable[GroupRequest]],
             ):
                 continue
             parts = list(chain(map(second, combo)))
-            used = frozenset([rp for rp, _resources in parts])
+            used = frozenset(map(first, parts))
             if len(used) == len(parts):
                 # Every provider serves one group: nothing to add together.
                 parts.sort()
                 allocations: Allocations = tuple(parts)
             else:
-                allocations, folded = _combined(combo, shared)
+                allocations, folded = _combined(parts, used, shared, merged)
                 if folded and not _within_capacity(allocations, inventory):
                     continue
             if one_per_tree and len({root_of[rp] for rp in used}) != len(used):
@@ -682,26 +684,60 @@ def _single_group(merge: Merge, requests: Iterable[GroupRequest], facts: Facts) 
         yield make(Candidate, (anchor, allocations, ((suffix, providers),), providers))
 
 
-def _combined(combo: tuple[GroupRequest, ...], shared: dict[Resources, Resources]) -> tuple[Allocations, bool]:
-    """The groups' allocations as one, by provider; and whether some amounts
-    of one class on one provider were added together."""
-    parts = sorted(part for request in combo for part in request.allocations)
-    merged: list[tuple[int, Resources]] = []
-    folded = False
+def _combined(
+    parts: list[tuple[int, Resources]],
+    used: frozenset[int],
+    shared: dict[Resources, Resources],
+    merged: dict[tuple[int, ...], tuple[Resources, bool]],
+) -> tuple[Allocations, bool]:
+    """The groups' allocations (``parts``, some provider more than once) as
+    one, by provider; and whether some amounts of one class on one provider
+    were added together."""
+    if len(used) == 1:
+        # Every group served by the same provider (a flat tree, often).
+        (rp,) = used
+        together, folded = _merged([resources for _rp, resources in parts], shared, merged)
+        return ((rp, together),), folded
+    by_provider: dict[int, list[Resources]] = {}
     for rp, resources in parts:
-        if merged and merged[-1][0] == rp:
-            together = dict(merged[-1][1])
+        found = by_provider.get(rp)
+        if found is None:
+            by_provider[rp] = [resources]
+        else:
+            found.append(resources)
+    allocations = []
+    folded = False
+    for rp in sorted(by_provider):
+        pieces = by_provider[rp]
+        if len(pieces) == 1:
+            allocations.append((rp, pieces[0]))
+        else:
+            together, added = _merged(pieces, shared, merged)
+            folded = folded or added
+            allocations.append((rp, together))
+    return tuple(allocations), folded
+
+
+def _merged(
+    pieces: list[Resources], shared: dict[Resources, Resources], merged: dict[tuple[int, ...], tuple[Resources, bool]]
+) -> tuple[Resources, bool]:
+    """Several groups' resources on one provider, added together (worked out
+    once per combination of resource tuples, which candidates share)."""
+    key = tuple(map(id, pieces))
+    found = merged.get(key)
+    if found is None:
+        together: dict[int, int] = {}
+        folded = False
+        for resources in pieces:
             for rc, amount in resources:
                 if rc in together:
                     together[rc] += amount
                     folded = True
                 else:
                     together[rc] = amount
-            key = tuple(sorted(together.items()))
-            merged[-1] = (rp, shared.setdefault(key, key))
-        else:
-            merged.append((rp, resources))
-    return tuple(merged), folded
+        result = tuple(sorted(together.items()))
+        found = merged[key] = (shared.setdefault(result, result), folded)
+    return found
 
 
 def _within_capacity(allocations: Allocations, inventory: dict[int, dict[int, InventoryRow]]) -> bool:
