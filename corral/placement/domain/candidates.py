@@ -353,13 +353,9 @@ def class_index(
     )
 
 
-def _by_root(rc: int, amount: int, facts: Facts) -> dict[int, list[int]]:
-    """:func:`_providers_by_anchor` without filters: the class's index less
-    the providers that cannot give ``amount`` (too small, unit rules, or
-    too much used)."""
-    index = facts.indexes.get(rc)
-    if index is None:
-        return {}
+def _misfits(index: ClassIndex, rc: int, amount: int, facts: Facts) -> set[int]:
+    """Providers of ``rc`` that cannot give ``amount``: too small, unit
+    rules, or too much used."""
     rows = facts.inventory[rc]
     misfits = set(index.limited[: bisect.bisect_left(index.limits, amount)])
     for rp in index.special:
@@ -370,6 +366,25 @@ def _by_root(rc: int, amount: int, facts: Facts) -> dict[int, list[int]]:
         row = rows.get(rp)
         if row is not None and used + amount > row[0]:
             misfits.add(rp)
+    return misfits
+
+
+def _fitting_set(group: ResolvedGroup, rc: int, amount: int, facts: Facts) -> set[int]:
+    """Every provider (of ``group``'s tree, if any) with room for ``amount`` of ``rc``."""
+    index = facts.indexes.get(rc)
+    if index is None or group.tree_root is not None:
+        return {rp for rp, _root in _fitting(group, rc, amount, facts)}
+    return facts.inventory[rc].keys() - _misfits(index, rc, amount, facts)
+
+
+def _by_root(rc: int, amount: int, facts: Facts) -> dict[int, list[int]]:
+    """:func:`_providers_by_anchor` without filters: the class's index less
+    the providers that cannot give ``amount`` (too small, unit rules, or
+    too much used)."""
+    index = facts.indexes.get(rc)
+    if index is None:
+        return {}
+    misfits = _misfits(index, rc, amount, facts)
     if not misfits:
         return index.by_anchor
     by_anchor = dict(index.by_anchor)
@@ -490,12 +505,8 @@ def numbered_requests(group: ResolvedGroup, facts: Facts) -> Iterator[GroupReque
     in_aggs = providers_in_aggregates(group.member_of, facts.aggs_of) if group.member_of else None
     bad = providers_in_any(group.forbidden_aggs, facts.aggs_of) if group.forbidden_aggs else set()
     if group.resources:
-        items = iter(group.resources.items())
-        rc, amount = next(items)
-        pool = {rp for rp, _root in _fitting(group, rc, amount, facts)}
-        for rc, amount in items:
-            rows = facts.inventory.get(rc, {})
-            pool = {rp for rp in pool if rp in rows and fits(rows[rp], amount)}
+        pools = [_fitting_set(group, rc, amount, facts) for rc, amount in group.resources.items()]
+        pool = set.intersection(*pools) if len(pools) > 1 else pools[0]
     elif group.required:
         pool = {rp for rp, traits in facts.traits_of.items() if all(any_of & traits for any_of in group.required)}
         if in_aggs is not None:
