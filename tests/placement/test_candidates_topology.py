@@ -72,7 +72,9 @@ def test_usage_is_fresh_while_the_snapshot_is_reused(placement, client) -> None:
     # Allocations are not topology changes: the snapshot was not read again.
     assert placement.state.topology.loads == loads
     assert client.delete(f"/allocations/{consumer}").status_code == 204
-    assert providers_offered(candidates(client, "resources=VCPU:3")) == {cn}
+    body = candidates(client, "resources=VCPU:3")
+    assert providers_offered(body) == {cn}
+    assert body["provider_summaries"][cn]["resources"]["VCPU"] == {"capacity": 4, "used": 0}
 
 
 def test_inventory_changes_show_at_once(placement, client) -> None:

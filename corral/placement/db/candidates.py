@@ -14,6 +14,7 @@ from __future__ import annotations
 import random
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
@@ -283,14 +284,18 @@ class Answer:
     uuids: dict[int, str]
     # providers to summarise, in id order
     summarised: list[int]
-    # provider id -> ((resource class id, capacity, used), ...)
+    # provider id -> ((resource class id, capacity, used), ...); the rows of a
+    # provider with nothing used are ``unused_rows[rp]`` itself
     inventories: dict[int, SummaryRows]
+    unused_rows: dict[int, SummaryRows]
+    # kept with the topology snapshot, for the API layer
+    derived: dict[Any, Any]
     # provider id -> sorted trait names
     traits: dict[int, list[str]]
     class_names: dict[int, str]
 
 
-EMPTY_ANSWER = Answer([], {}, {}, [], {}, {}, {})
+EMPTY_ANSWER = Answer([], {}, {}, [], {}, {}, {}, {}, {})
 
 
 def summary_rows(
@@ -395,6 +400,8 @@ def find_candidates(
         uuids=topology.uuids,
         summarised=summarised,
         inventories=summary_rows(topology, summarised, used_by, requested_classes, all_classes_in_summaries),
+        unused_rows=topology.capacities,
+        derived=topology.derived,
         traits=topology.trait_names_of if with_traits else {},
         class_names=topology.class_names,
     )

@@ -111,8 +111,12 @@ class Topology:
     # sharing provider id -> roots of every tree sharing an aggregate with it
     anchors_of: dict[int, frozenset[int]]
     # resource class id -> its index, built when first needed (the only
-    # thing added after the snapshot is built; building twice is harmless)
+    # things added after the snapshot is built, with ``derived``; building
+    # twice is harmless)
     _indexes: dict[int, ClassIndex] = field(default_factory=dict)
+    # what the API layer derives from this snapshot and keeps with it
+    # (rendered provider summaries)
+    derived: dict[Any, Any] = field(default_factory=dict)
 
     def index_of(self, rc: int) -> ClassIndex | None:
         found = self._indexes.get(rc)

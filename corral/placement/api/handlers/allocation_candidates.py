@@ -164,38 +164,61 @@ def _resources(resources: Any, names: dict[int, str], cache: dict[int, dict[str,
 
 
 def _render_summaries(answer: Answer, version: tuple[int, int]) -> dict[str, Any]:
-    providers = answer.providers
-    names = answer.class_names
+    uuid_of = answer.uuids
     with_traits = version >= SUMMARY_TRAITS
     nested = version >= NESTED_SUMMARIES
     inventories = answer.inventories
-    traits = answer.traits
-    no_traits: list[str] = []
     no_rows: tuple[tuple[int, int, int], ...] = ()
     # Providers built alike report the same capacities and usage: their
     # ``resources`` dicts are one and the same.
     same_rows: dict[tuple[tuple[int, int, int], ...], dict[str, Any]] = {}
+    # From 1.27 the summary of a provider with nothing used changes only with
+    # the topology: it is kept with the snapshot and reused.
+    kept: dict[int, dict[str, Any]] | None = None
+    if version >= ALL_RESOURCES:
+        kept = answer.derived.setdefault(("provider summaries", nested), {})
+    unused = answer.unused_rows
     summaries: dict[str, Any] = {}
     for rp in answer.summarised:
-        uuid, parent_id, root_id = providers[rp]
         rows = inventories.get(rp, no_rows)
-        resources = same_rows.get(rows)
-        if resources is None:
-            resources = same_rows[rows] = {
-                names[rc]: {"capacity": capacity, "used": used} for rc, capacity, used in rows
-            }
-        if nested:
-            summaries[uuid] = {
-                "resources": resources,
-                "traits": traits.get(rp, no_traits),
-                "parent_provider_uuid": providers[parent_id][0] if parent_id is not None else None,
-                "root_provider_uuid": providers[root_id][0],
-            }
-        elif with_traits:
-            summaries[uuid] = {"resources": resources, "traits": traits.get(rp, no_traits)}
+        if kept is not None and rows is unused.get(rp):
+            summary = kept.get(rp)
+            if summary is None:
+                summary = kept[rp] = _summary(rp, rows, answer, same_rows, nested, with_traits)
+            summaries[uuid_of[rp]] = summary
         else:
-            summaries[uuid] = {"resources": resources}
+            summaries[uuid_of[rp]] = _summary(rp, rows, answer, same_rows, nested, with_traits)
     return summaries
+
+
+def _summary(
+    rp: int,
+    rows: tuple[tuple[int, int, int], ...],
+    answer: Answer,
+    same_rows: dict[tuple[tuple[int, int, int], ...], dict[str, Any]],
+    nested: bool,
+    with_traits: bool,
+) -> dict[str, Any]:
+    resources = same_rows.get(rows)
+    if resources is None:
+        names = answer.class_names
+        resources = same_rows[rows] = {names[rc]: {"capacity": capacity, "used": used} for rc, capacity, used in rows}
+    if not with_traits:
+        return {"resources": resources}
+    traits = answer.traits.get(rp, _NO_TRAITS)
+    if not nested:
+        return {"resources": resources, "traits": traits}
+    _uuid, parent_id, root_id = answer.providers[rp]
+    uuid_of = answer.uuids
+    return {
+        "resources": resources,
+        "traits": traits,
+        "parent_provider_uuid": uuid_of[parent_id] if parent_id is not None else None,
+        "root_provider_uuid": uuid_of[root_id],
+    }
+
+
+_NO_TRAITS: list[str] = []
 
 
 ROUTES = [
