@@ -136,6 +136,17 @@ def _render_requests(answer: Answer, version: tuple[int, int]) -> list[dict[str,
     append = rendered.append
     # No comprehension per candidate (each one is a call): at this scale each one counts.
     for _anchor, allocations, mappings, _used in answer.candidates:
+        if with_mappings and len(allocations) == 1 and len(mappings) == 1:
+            # The most common shape: one provider serving one group.
+            ((rp, resources),) = allocations
+            ((suffix, members),) = mappings
+            if len(members) == 1:
+                wrapper = wrapped.get(id(resources))
+                if wrapper is None:
+                    wrapper = wrapped[id(resources)] = {"resources": _resources(resources, names, rendered_resources)}
+                (member,) = members
+                append({"allocations": {uuid_of[rp]: wrapper}, "mappings": {suffix: [uuid_of[member]]}})
+                continue
         by_provider: dict[str, Any] = {}
         for rp, resources in allocations:
             wrapper = wrapped.get(id(resources))
