@@ -135,6 +135,16 @@ def test_traits_and_aggregates_show_at_once(placement, client) -> None:
     assert candidates(client, f"resources=VCPU:1&member_of={agg}")["allocation_requests"] == []
 
 
+def test_aggregates_set_without_a_generation_show_at_once(placement, client) -> None:
+    """Before 1.19 aggregates are set without a provider generation."""
+    cn = new_provider(client, "cn1")
+    set_inventory(client, cn, VCPU=4)
+    agg = str(uuidlib.uuid4())
+    assert candidates(client, f"resources=VCPU:1&member_of={agg}")["allocation_requests"] == []
+    assert placement.client("1.1").put(f"/resource_providers/{cn}/aggregates", json=[agg]).status_code == 200
+    assert providers_offered(candidates(client, f"resources=VCPU:1&member_of={agg}")) == {cn}
+
+
 def test_a_renamed_resource_class_shows_at_once(placement, client) -> None:
     old = placement.client("1.2")
     assert old.post("/resource_classes", json={"name": "CUSTOM_GOLD"}).status_code == 201

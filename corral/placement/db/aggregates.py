@@ -8,6 +8,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from corral.core.db import is_duplicate
+from corral.placement.db import topology
 from corral.placement.db.tables import placement_aggregates, resource_provider_aggregates
 
 _rpa = resource_provider_aggregates
@@ -55,3 +56,4 @@ def replace(conn: Connection, provider_id: int, uuids: list[str], now: datetime.
             _rpa.insert(),
             [{"resource_provider_id": provider_id, "aggregate_id": ident, "created_at": now} for ident in sorted(set(ids.values()))],
         )
+    topology.changed(conn)

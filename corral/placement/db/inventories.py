@@ -8,6 +8,7 @@ from collections.abc import Mapping
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
+from corral.placement.db import topology
 from corral.placement.db.tables import allocations, inventories, resource_classes
 from corral.placement.domain.inventory import FIELDS, Inventory
 
@@ -77,3 +78,4 @@ def replace(
                     resource_provider_id=provider_id, resource_class_id=class_id, **values, created_at=now
                 )
             )
+    topology.changed(conn)

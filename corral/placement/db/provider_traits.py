@@ -7,6 +7,7 @@ import datetime
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
+from corral.placement.db import topology
 from corral.placement.db.tables import resource_provider_traits, traits
 
 _rpt = resource_provider_traits
@@ -33,6 +34,7 @@ def replace(conn: Connection, provider_id: int, trait_ids: list[int], now: datet
             _rpt.insert(),
             [{"resource_provider_id": provider_id, "trait_id": ident, "created_at": now} for ident in sorted(set(trait_ids))],
         )
+    topology.changed(conn)
 
 
 def in_use(conn: Connection, trait_id: int) -> bool:

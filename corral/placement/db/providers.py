@@ -219,9 +219,7 @@ def bump_generation(conn: Connection, provider_id: int, expected: int | None, no
     """Increment a provider's generation if it is still ``expected``.
 
     ``expected=None`` increments unconditionally.  A mismatch (a stale
-    caller, or a concurrent writer that got there first) is a 409.  Used by
-    every change to a provider's inventories, traits or aggregates (not by
-    allocations), so it also records a topology change.
+    caller, or a concurrent writer that got there first) is a 409.
     """
     # UPDATE resource_providers SET generation = generation + 1, updated_at = :now
     # WHERE id = :id [AND generation = :expected]
@@ -234,7 +232,6 @@ def bump_generation(conn: Connection, provider_id: int, expected: int | None, no
         query = query.where(resource_providers.c.generation == expected)
     if conn.execute(query).rowcount != 1:
         raise generation_conflict()
-    topology.changed(conn)
     # SELECT generation FROM resource_providers WHERE id = :id
     return conn.execute(
         sa.select(resource_providers.c.generation).where(resource_providers.c.id == provider_id)
