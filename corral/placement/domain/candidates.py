@@ -205,11 +205,6 @@ class Candidate(NamedTuple):
         return self.used
 
 
-def fits(row: InventoryRow, amount: int) -> bool:
-    capacity, used, min_unit, max_unit, step = row
-    return used + amount <= capacity and min_unit <= amount <= max_unit and amount % step == 0
-
-
 def providers_in_aggregates(member_of: list[frozenset[int]], aggs_of: dict[int, frozenset[int]]) -> set[int]:
     """Providers that are, themselves, in at least one aggregate of every any-of set."""
     return {rp for rp, aggs in aggs_of.items() if all(any_of & aggs for any_of in member_of)}
@@ -799,13 +794,3 @@ def summary_providers(used: set[int], root_of: dict[int, int], nested_aware: boo
 def used_providers(candidates: list[Candidate]) -> set[int]:
     """Every provider some candidate allocates from."""
     return set().union(*[candidate[3] for candidate in candidates])
-
-
-def named_providers(candidates: list[Candidate]) -> set[int]:
-    """Every provider some candidate names in its mappings (a superset of
-    the providers used: groups without resources name providers too)."""
-    named: set[int] = set()
-    for candidate in candidates:
-        for _suffix, members in candidate.mappings:
-            named |= members
-    return named
