@@ -11,7 +11,6 @@ structures.
 
 from __future__ import annotations
 
-import random
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -26,7 +25,7 @@ from corral.placement.db.tables import (
     resource_providers,
     traits,
 )
-from corral.placement.db.topology import ProviderRow, SummaryRows, Topology, TopologyCache
+from corral.placement.db.topology import ProviderRow, SummaryRows, Topology, TopologyCache, plain_rows
 from corral.placement.domain.candidates import (
     Candidate,
     CandidateRequest,
@@ -196,24 +195,12 @@ def _usage(class_ids: Collection[int] | None) -> sa.Select:
     return statement.group_by(allocations.c.resource_provider_id, allocations.c.resource_class_id)
 
 
-# dialect name -> SQL text of the usage of every class
-_EVERY_USAGE_SQL: dict[str, str] = {}
-
-
 def usage_by_class(conn: Connection, class_ids: Collection[int] | None) -> dict[int, dict[int, int]]:
     """resource class id -> provider id -> used, for ``class_ids`` (every class when None)."""
-    if class_ids is None:
-        sql = _EVERY_USAGE_SQL.get(conn.dialect.name)
-        if sql is None:
-            sql = _EVERY_USAGE_SQL[conn.dialect.name] = str(_usage(None).compile(dialect=conn.dialect))
-        # The driver's plain tuples: SQLAlchemy's rows cost more than the query.
-        rows = conn.exec_driver_sql(sql).cursor.fetchall()
-    elif not class_ids:
+    if class_ids is not None and not class_ids:
         return {}
-    else:
-        rows = conn.execute(_usage(class_ids)).all()
     used_by: dict[int, dict[int, int]] = {}
-    for rp_id, rc, used in rows:
+    for rp_id, rc, used in plain_rows(conn, _usage(class_ids)):
         found = used_by.get(rc)
         if found is None:
             found = used_by[rc] = {}
@@ -332,8 +319,7 @@ def _requests_per_group(
     groups: list[ResolvedGroup], facts: Facts
 ) -> dict[str, Iterable[GroupRequest]] | None:
     """Each group's requests (lazily for a single group, so that a limit ends
-    the search early), keeping only anchors every group reaches; None when
-    some group has none."""
+    the search early); None when some group has none."""
     if len(groups) == 1:
         return {groups[0].suffix: group_requests(groups[0], facts)}
     per_group: dict[str, Iterable[GroupRequest]] = {}
@@ -384,11 +370,10 @@ def find_candidates(
         nested_aware=request.nested_aware,
     )
     if request.limit is None:
-        chosen = every_candidate(merge, per_group, facts)
-        if randomize:
-            random.shuffle(chosen)
+        candidates: Iterable[Candidate] = every_candidate(merge, per_group, facts)
     else:
-        chosen = select(merge_candidates(merge, per_group, facts), request.limit, randomize)
+        candidates = merge_candidates(merge, per_group, facts)
+    chosen = select(candidates, request.limit, randomize)
     if not chosen:
         return EMPTY_ANSWER
     used = used_providers(chosen)

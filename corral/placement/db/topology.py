@@ -128,11 +128,12 @@ class Topology:
         return found
 
 
-def _plain_rows(conn: Connection, statement: sa.Select) -> list[tuple[Any, ...]]:
-    """The rows of a statement without parameters, as the driver's plain
-    tuples (SQLAlchemy's rows cost more than the database spends on them)."""
-    compiled = statement.compile(dialect=conn.dialect)
-    return conn.exec_driver_sql(str(compiled)).cursor.fetchall()
+def plain_rows(conn: Connection, statement: sa.Select) -> list[tuple[Any, ...]]:
+    """The rows of ``statement`` as the driver's plain tuples: for the reads
+    of whole tables, SQLAlchemy's result rows cost more than the database
+    spends finding them.  (The statement still goes through SQLAlchemy's
+    compiled cache.)"""
+    return conn.execute(statement).cursor.fetchall()
 
 
 def load(conn: Connection, version: str | None) -> Topology:
@@ -142,7 +143,7 @@ def load(conn: Connection, version: str | None) -> Topology:
     traits_of, trait_names_of, sharing = _traits(conn, providers)
     aggs_of, aggregate_ids = _aggregates(conn, providers)
     # SELECT id, name FROM resource_classes
-    class_names = dict(_plain_rows(conn, sa.select(resource_classes.c.id, resource_classes.c.name)))
+    class_names = dict(plain_rows(conn, sa.select(resource_classes.c.id, resource_classes.c.name)))
     return Topology(
         version=version,
         providers=providers,
@@ -167,7 +168,7 @@ def _providers(
 ) -> tuple[dict[int, ProviderRow], dict[int, int], dict[int, list[int]], dict[str, int]]:
     rp = resource_providers
     # SELECT id, uuid, parent_provider_id, root_provider_id FROM resource_providers
-    rows = _plain_rows(conn, sa.select(rp.c.id, rp.c.uuid, rp.c.parent_provider_id, rp.c.root_provider_id))
+    rows = plain_rows(conn, sa.select(rp.c.id, rp.c.uuid, rp.c.parent_provider_id, rp.c.root_provider_id))
     make = tuple.__new__
     providers = {rp_id: make(ProviderRow, (uuid, parent_id, root_id)) for rp_id, uuid, parent_id, root_id in rows}
     root_of = {rp_id: root_id for rp_id, _uuid, _parent_id, root_id in rows}
@@ -189,7 +190,7 @@ def _inventories(
     # SELECT resource_provider_id, resource_class_id, total, reserved, min_unit, max_unit,
     #        step_size, allocation_ratio
     # FROM inventories ORDER BY resource_class_id
-    rows = _plain_rows(
+    rows = plain_rows(
         conn,
         sa.select(
             inv.c.resource_provider_id, inv.c.resource_class_id, inv.c.total, inv.c.reserved,
@@ -227,29 +228,18 @@ def _traits(
     rpt = resource_provider_traits
     # SELECT rpt.resource_provider_id, rpt.trait_id, traits.name
     # FROM resource_provider_traits AS rpt JOIN traits ON traits.id = rpt.trait_id
-    rows = _plain_rows(
+    ids, names, by_name = _memberships(
         conn,
         sa.select(rpt.c.resource_provider_id, rpt.c.trait_id, traits.c.name).select_from(
             rpt.join(traits, traits.c.id == rpt.c.trait_id)
         ),
+        providers,
     )
-    ids: dict[int, set[int]] = {}
-    names: dict[int, list[str]] = {}
-    sharing = set()
-    for rp_id, trait_id, name in rows:
-        if rp_id not in providers:
-            continue
-        if rp_id in ids:
-            ids[rp_id].add(trait_id)
-            names[rp_id].append(name)
-        else:
-            ids[rp_id] = {trait_id}
-            names[rp_id] = [name]
-        if name == SHARING_TRAIT:
-            sharing.add(rp_id)
+    sharing_trait = by_name.get(SHARING_TRAIT)
+    sharing = frozenset(rp for rp, found in ids.items() if sharing_trait in found)
     for found in names.values():
         found.sort()
-    return _frozen(ids), names, frozenset(sharing)
+    return ids, names, sharing
 
 
 def _aggregates(
@@ -260,20 +250,36 @@ def _aggregates(
     # SELECT rpa.resource_provider_id, rpa.aggregate_id, agg.uuid
     # FROM resource_provider_aggregates AS rpa
     # JOIN placement_aggregates AS agg ON agg.id = rpa.aggregate_id
-    rows = _plain_rows(
+    ids, _uuids, by_uuid = _memberships(
         conn,
         sa.select(rpa.c.resource_provider_id, rpa.c.aggregate_id, agg.c.uuid).select_from(
             rpa.join(agg, agg.c.id == rpa.c.aggregate_id)
         ),
+        providers,
     )
-    found: dict[int, set[int]] = {}
-    aggregate_ids: dict[str, int] = {}
-    for rp_id, aggregate_id, uuid in rows:
+    return ids, by_uuid
+
+
+def _memberships(
+    conn: Connection, statement: sa.Select, providers: dict[int, ProviderRow]
+) -> tuple[dict[int, frozenset[int]], dict[int, list[str]], dict[str, int]]:
+    """From (provider id, member id, member name) rows of known providers:
+    provider -> member ids, provider -> member names, and name -> id."""
+    ids: dict[int, set[int]] = {}
+    names: dict[int, list[str]] = {}
+    by_name: dict[str, int] = {}
+    for rp_id, member_id, name in plain_rows(conn, statement):
         if rp_id not in providers:
+            # Created after the providers were read: left for the next snapshot.
             continue
-        found.setdefault(rp_id, set()).add(aggregate_id)
-        aggregate_ids[uuid] = aggregate_id
-    return _frozen(found), aggregate_ids
+        if rp_id in ids:
+            ids[rp_id].add(member_id)
+            names[rp_id].append(name)
+        else:
+            ids[rp_id] = {member_id}
+            names[rp_id] = [name]
+        by_name[name] = member_id
+    return _frozen(ids), names, by_name
 
 
 def _frozen(sets: dict[int, set[int]]) -> dict[int, frozenset[int]]:

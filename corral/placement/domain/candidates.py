@@ -644,50 +644,43 @@ def merge_candidates(merge: Merge, per_group: dict[str, Iterable[GroupRequest]],
 
 
 def every_candidate(merge: Merge, per_group: dict[str, Iterable[GroupRequest]], facts: Facts) -> list[Candidate]:
-    """:func:`merge_candidates`, all of them at once (no limit to stop at).
-
-    A single group's requests become candidates in one comprehension: with
-    tens of thousands of them, the generators in between cost as much as
-    the search.
-    """
-    if len(merge.groups) != 1 or not merge.nested_aware:
-        return list(merge_candidates(merge, per_group, facts))
-    suffix = merge.groups[0].suffix
-    make = tuple.__new__
-    sharing = facts.sharing
-    seen: set[tuple[object, ...]] = set()
-
-    def first_time(allocations: Allocations, providers: frozenset[int]) -> bool:
-        # Only a request served by sharing providers alone can come up under two anchors.
-        key = (allocations, providers)
-        if key in seen:
-            return False
-        seen.add(key)
-        return True
-
-    return [
-        make(Candidate, (anchor, allocations, ((suffix, providers),), providers))
-        for anchor, allocations, providers in per_group[suffix]
-        if not (sharing and providers <= sharing) or first_time(allocations, providers)
-    ]
+    """:func:`merge_candidates`, all of them at once (no limit to stop at),
+    a single group's without the generator in between."""
+    if len(merge.groups) == 1:
+        return list(_single_group(merge, per_group[merge.groups[0].suffix], facts))
+    return list(merge_candidates(merge, per_group, facts))
 
 
 def _single_group(merge: Merge, requests: Iterable[GroupRequest], facts: Facts) -> Iterator[Candidate]:
+    """A single group's requests as candidates, lazily.
+
+    One generator expression, no function of its own per candidate: with
+    tens of thousands of them, generators in between cost as much as the
+    search.  Only candidates that may have to be dropped are checked.
+    """
     suffix = merge.groups[0].suffix
     sharing = facts.sharing
-    seen: set[tuple[object, ...]] = set()
     root_of = facts.root_of
     one_per_tree = not merge.nested_aware
-    make = tuple.__new__
-    for anchor, allocations, providers in requests:
+    seen: set[tuple[object, ...]] = set()
+
+    def keep(allocations: Allocations, providers: frozenset[int]) -> bool:
         if one_per_tree and len({root_of[rp] for rp in providers}) != len(providers):
-            continue
+            return False
         if sharing and providers <= sharing:
+            # Served by sharing providers alone: may come up under several anchors.
             key = (allocations, providers)
             if key in seen:
-                continue
+                return False
             seen.add(key)
-        yield make(Candidate, (anchor, allocations, ((suffix, providers),), providers))
+        return True
+
+    make = tuple.__new__
+    return (
+        make(Candidate, (anchor, allocations, ((suffix, providers),), providers))
+        for anchor, allocations, providers in requests
+        if not (one_per_tree or (sharing and providers <= sharing)) or keep(allocations, providers)
+    )
 
 
 def _combined(
@@ -757,7 +750,7 @@ def _within_capacity(allocations: Allocations, inventory: dict[int, dict[int, In
     return True
 
 
-def select(candidates: Iterator[Candidate], limit: int | None, randomize: bool) -> list[Candidate]:
+def select(candidates: Iterable[Candidate], limit: int | None, randomize: bool) -> list[Candidate]:
     """Apply ``limit``: the first ones found, or a random choice among all."""
     if limit is None:
         chosen = list(candidates)

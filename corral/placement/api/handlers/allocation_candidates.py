@@ -114,23 +114,14 @@ def render(answer: Answer, version: tuple[int, int]) -> dict[str, Any]:
 
 
 def _render_requests(answer: Answer, version: tuple[int, int]) -> list[dict[str, Any]]:
+    if version < DICT_ALLOCATIONS:
+        return _listed_requests(answer)
     uuid_of = answer.uuids
     names = answer.class_names
+    with_mappings = version >= MAPPINGS
     # Candidates share their per-provider resource tuples (the same objects,
     # hence keyed by identity); so do the rendered dicts, serialised as many
     # times as they appear.
-    rendered_resources: dict[int, dict[str, int]] = {}
-    if version < DICT_ALLOCATIONS:
-        return [
-            {
-                "allocations": [
-                    {"resource_provider": {"uuid": uuid_of[rp]}, "resources": _resources(resources, names, rendered_resources)}
-                    for rp, resources in allocations
-                ]
-            }
-            for _anchor, allocations, _mappings, _used in answer.candidates
-        ]
-    with_mappings = version >= MAPPINGS
     wrapped: dict[int, dict[str, Any]] = {}
     rendered = []
     append = rendered.append
@@ -141,18 +132,13 @@ def _render_requests(answer: Answer, version: tuple[int, int]) -> list[dict[str,
             ((rp, resources),) = allocations
             ((suffix, members),) = mappings
             if len(members) == 1:
-                wrapper = wrapped.get(id(resources))
-                if wrapper is None:
-                    wrapper = wrapped[id(resources)] = {"resources": _resources(resources, names, rendered_resources)}
                 (member,) = members
+                wrapper = wrapped.get(id(resources)) or _wrap(resources, names, wrapped)
                 append({"allocations": {uuid_of[rp]: wrapper}, "mappings": {suffix: [uuid_of[member]]}})
                 continue
         by_provider: dict[str, Any] = {}
         for rp, resources in allocations:
-            wrapper = wrapped.get(id(resources))
-            if wrapper is None:
-                wrapper = wrapped[id(resources)] = {"resources": _resources(resources, names, rendered_resources)}
-            by_provider[uuid_of[rp]] = wrapper
+            by_provider[uuid_of[rp]] = wrapped.get(id(resources)) or _wrap(resources, names, wrapped)
         if not with_mappings:
             append({"allocations": by_provider})
             continue
@@ -167,11 +153,32 @@ def _render_requests(answer: Answer, version: tuple[int, int]) -> list[dict[str,
     return rendered
 
 
-def _resources(resources: Any, names: dict[int, str], cache: dict[int, dict[str, int]]) -> dict[str, int]:
-    found = cache.get(id(resources))
-    if found is None:
-        found = cache[id(resources)] = {names[rc]: amount for rc, amount in resources}
-    return found
+def _wrap(resources: Any, names: dict[int, str], wrapped: dict[int, dict[str, Any]]) -> dict[str, Any]:
+    wrapper = wrapped[id(resources)] = {"resources": {names[rc]: amount for rc, amount in resources}}
+    return wrapper
+
+
+def _listed_requests(answer: Answer) -> list[dict[str, Any]]:
+    """Before 1.12: each request's allocations as a list."""
+    uuid_of = answer.uuids
+    names = answer.class_names
+    rendered: dict[int, dict[str, int]] = {}
+
+    def resources_of(resources: Any) -> dict[str, int]:
+        found = rendered.get(id(resources))
+        if found is None:
+            found = rendered[id(resources)] = {names[rc]: amount for rc, amount in resources}
+        return found
+
+    return [
+        {
+            "allocations": [
+                {"resource_provider": {"uuid": uuid_of[rp]}, "resources": resources_of(resources)}
+                for rp, resources in allocations
+            ]
+        }
+        for _anchor, allocations, _mappings, _used in answer.candidates
+    ]
 
 
 def _render_summaries(answer: Answer, version: tuple[int, int]) -> dict[str, Any]:
