@@ -202,6 +202,7 @@ def serve(
             bind=f"[{host}]:{port}" if ":" in host else f"{host}:{port}",
             workers=workers,
             threads=threads,
+            limits=_limits(conf),
             on_worker_start=(lambda: start_background(conf, "all")) if in_worker else None,
             on_ready=lambda: _announce(conf, host, port),
         )
@@ -209,6 +210,20 @@ def serve(
         if helper is not None:
             helper.terminate()
             helper.wait(timeout=30)
+
+
+def _limits(conf: cfg.ConfigOpts) -> Any:
+    from corral.core.front import Limits
+
+    group = conf.corral_server
+    return Limits(
+        header_timeout=group.header_timeout,
+        body_timeout=group.body_timeout,
+        keepalive=group.keepalive_timeout,
+        send_timeout=group.send_timeout,
+        max_connections=group.max_connections,
+        max_body_size=conf.api.max_request_body_size,
+    )
 
 
 def _default_local_port(conf: cfg.ConfigOpts, port: int) -> None:
