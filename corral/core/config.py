@@ -73,6 +73,13 @@ API_OPTS = [
         "public_endpoint",
         help="Public URL prefix used in links instead of the request's own host.",
     ),
+    cfg.BoolOpt(
+        "allow_noauth_on_network",
+        default=False,
+        help="Let the noauth and noauth2 strategies serve on an address other "
+        "than loopback. Both let any client act as an admin: only for a "
+        "network where every client is trusted.",
+    ),
 ]
 
 DATABASE_TUNING_OPTS = [

@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import asyncio
 import io
-import ipaddress
 import logging
 import os
 import sys
@@ -518,17 +517,3 @@ def worker_class(limits: Limits) -> type[BufferingWorker]:
     """A :class:`BufferingWorker` subclass with these limits."""
     return type("BufferingWorker", (BufferingWorker,), {"limits": limits, "__module__": __name__})
 
-
-def is_loopback(host: str) -> bool:
-    """Whether every address ``host`` names is a loopback address."""
-    import socket
-
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        pass
-    try:
-        infos = socket.getaddrinfo(host, None)
-    except OSError:
-        return False
-    return bool(infos) and all(ipaddress.ip_address(info[4][0].split("%")[0]).is_loopback for info in infos)
