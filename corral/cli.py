@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import logging
+import os
 import signal
-import subprocess
 import sys
 import threading
 from collections.abc import Callable, Sequence
@@ -14,7 +14,7 @@ import click
 import sqlalchemy as sa
 from oslo_config import cfg
 
-from corral.core import config, migrations, services, startup
+from corral.core import config, migrations, services, startup, supervise
 
 # Roles a process can take.  "all" serves every API and runs every
 # background worker; "api" only serves; the others run one service's
@@ -196,15 +196,19 @@ def serve(
         return
     helper = None
     if role == "all" and workers > 1:
-        # Background work must run exactly once: in its own process.
-        helper = subprocess.Popen(
+        # Background work must run exactly once: in its own process, kept
+        # running; if it keeps dying the whole server stops with an error.
+        helper = supervise.Supervised(
+            "background process",
             [sys.executable, "-m", "corral", "serve", "--role", "background", "--no-migrate", "--port", str(port)]
             + [arg for path in config_files for arg in ("--config-file", path)]
-            + (["--data-dir", data_dir] if data_dir else [])
-        )
+            + (["--data-dir", data_dir] if data_dir else []),
+            on_give_up=lambda: os.kill(os.getpid(), signal.SIGTERM),
+        ).start()
     from corral.core import server, wsgi
 
     in_worker = role == "all" and workers == 1
+    status: Any = 0
     try:
         server.run_gunicorn(
             lambda: wsgi.all_in_one(conf),
@@ -215,10 +219,15 @@ def serve(
             on_worker_start=(lambda: start_background(conf, "all")) if in_worker else None,
             on_ready=lambda: _announce(conf, host, port),
         )
+    except SystemExit as exit_:
+        status = exit_.code
     finally:
         if helper is not None:
-            helper.terminate()
-            helper.wait(timeout=30)
+            helper.stop()
+    if helper is not None and helper.failed:
+        raise click.ClickException("the background process kept dying, so the server stopped (see the log above)")
+    if status:
+        sys.exit(status)
 
 
 def _check_serve(conf: cfg.ConfigOpts, host: str, port: int, role: str) -> None:

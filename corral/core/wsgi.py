@@ -70,7 +70,9 @@ def wrap(app: WsgiApp, conf: cfg.ConfigOpts) -> WsgiApp:
 
 def service_app(conf: cfg.ConfigOpts, name: str) -> WsgiApp:
     (module,) = services.load([name])
-    return RequestLog(wrap(module.make_app(conf), conf))
+    from corral.core import health
+
+    return RequestLog(health.WithHealth(wrap(module.make_app(conf), conf), health.Health(health.checks_for(conf, [name]))))
 
 
 class PrefixDispatcher:
@@ -101,4 +103,7 @@ def all_in_one(conf: cfg.ConfigOpts, names: Iterable[str] | None = None) -> Wsgi
     apps = {}
     for module in services.load(names):
         apps[module.PREFIX] = wrap(module.make_app(conf), conf)
-    return RequestLog(PrefixDispatcher(apps))
+    from corral.core import health
+
+    checks = health.checks_for(conf, names)
+    return RequestLog(health.WithHealth(PrefixDispatcher(apps), health.Health(checks)))
