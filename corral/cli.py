@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import logging
+import os
 import signal
-import subprocess
 import sys
 import threading
 from collections.abc import Callable, Sequence
@@ -14,7 +14,7 @@ import click
 import sqlalchemy as sa
 from oslo_config import cfg
 
-from corral.core import config, migrations, services
+from corral.core import config, migrations, services, startup, supervise
 
 # Roles a process can take.  "all" serves every API and runs every
 # background worker; "api" only serves; the others run one service's
@@ -42,9 +42,13 @@ def conf_options(function: Callable[..., Any]) -> Callable[..., Any]:
 
 def load_conf(config_files: Sequence[str], data_dir: str | None) -> cfg.ConfigOpts:
     try:
-        return config.make_conf(config_files, state_path=data_dir)
+        conf = config.make_conf(config_files, state_path=data_dir)
+        startup.check_values(conf)
     except (FileNotFoundError, cfg.Error) as error:
         raise click.ClickException(str(error)) from error
+    except startup.StartupError as error:
+        raise click.ClickException(str(error)) from None
+    return conf
 
 
 def setup_logging(conf: cfg.ConfigOpts) -> None:
@@ -70,6 +74,7 @@ class CorralGroup(click.Group):
 
 
 @click.group(cls=CorralGroup)
+@click.version_option(package_name="corral", prog_name="corral", message="%(prog)s %(version)s")
 def main() -> None:
     """Corral: Placement, Bare Metal and Compute with OpenStack's wire format."""
 
@@ -178,37 +183,85 @@ def serve(
 ) -> None:
     """Run the services: APIs on one port and background workers."""
     conf = load_conf(config_files, data_dir)
+    _check_serve(conf, host, port, role)
     setup_logging(conf)
     _default_local_port(conf, port)
     if migrate is not False:
-        upgrade_all(conf, only_sqlite=migrate is None)
+        try:
+            upgrade_all(conf, only_sqlite=migrate is None)
+        except sa.exc.SQLAlchemyError as error:
+            raise click.ClickException(f"database upgrade failed: {_first_line(error)}") from None
     if role not in ("all", "api"):
         _run_background_only(conf, role)
         return
     helper = None
     if role == "all" and workers > 1:
-        # Background work must run exactly once: in its own process.
-        helper = subprocess.Popen(
+        # Background work must run exactly once: in its own process, kept
+        # running; if it keeps dying the whole server stops with an error.
+        helper = supervise.Supervised(
+            "background process",
             [sys.executable, "-m", "corral", "serve", "--role", "background", "--no-migrate", "--port", str(port)]
             + [arg for path in config_files for arg in ("--config-file", path)]
-            + (["--data-dir", data_dir] if data_dir else [])
-        )
+            + (["--data-dir", data_dir] if data_dir else []),
+            on_give_up=lambda: os.kill(os.getpid(), signal.SIGTERM),
+        ).start()
     from corral.core import server, wsgi
 
     in_worker = role == "all" and workers == 1
+    status: Any = 0
     try:
         server.run_gunicorn(
             lambda: wsgi.all_in_one(conf),
             bind=f"[{host}]:{port}" if ":" in host else f"{host}:{port}",
             workers=workers,
             threads=threads,
+            limits=_limits(conf),
             on_worker_start=(lambda: start_background(conf, "all")) if in_worker else None,
             on_ready=lambda: _announce(conf, host, port),
         )
+    except SystemExit as exit_:
+        status = exit_.code
     finally:
         if helper is not None:
-            helper.terminate()
-            helper.wait(timeout=30)
+            helper.stop()
+    if helper is not None and helper.failed:
+        raise click.ClickException("the background process kept dying, so the server stopped (see the log above)")
+    if status:
+        sys.exit(status)
+
+
+def _check_serve(conf: cfg.ConfigOpts, host: str, port: int, role: str) -> None:
+    """Everything that can be checked before migrating or listening."""
+    try:
+        startup.check_port(port)
+        startup.check_data_dir(conf.state_path)
+        startup.check_database_urls((tree.name, url) for tree, url in _targets(conf))
+        if role in ("all", "api"):
+            startup.check_auth_exposure(conf, host)
+            startup.check_auth_files(conf)
+            startup.check_listen(host, port)
+    except startup.StartupError as error:
+        raise click.ClickException(str(error)) from None
+
+
+def _first_line(error: sa.exc.SQLAlchemyError) -> str:
+    """The driver's own message, without SQLAlchemy's statement and help link."""
+    text = str(getattr(error, "orig", None) or error)
+    return text.strip().splitlines()[0] if text.strip() else type(error).__name__
+
+
+def _limits(conf: cfg.ConfigOpts) -> Any:
+    from corral.core.front import Limits
+
+    group = conf.corral_server
+    return Limits(
+        header_timeout=group.header_timeout,
+        body_timeout=group.body_timeout,
+        keepalive=group.keepalive_timeout,
+        send_timeout=group.send_timeout,
+        max_connections=group.max_connections,
+        max_body_size=conf.api.max_request_body_size,
+    )
 
 
 def _default_local_port(conf: cfg.ConfigOpts, port: int) -> None:

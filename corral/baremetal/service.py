@@ -33,3 +33,9 @@ def start_background(conf: cfg.ConfigOpts, role: str) -> list[Any]:
     from corral.baremetal.conductor import service
 
     return service.start(conf, role)
+
+
+def health_checks(conf: cfg.ConfigOpts) -> list[Any]:
+    from corral.baremetal.health import checks
+
+    return checks(conf)

@@ -10,7 +10,8 @@ from corral.core.migrations import MigrationTree
 from corral.compute import conf as compute_conf
 from corral.compute.cli import cli
 
-__all__ = ["NAME", "PREFIX", "cli", "make_app", "migration_targets", "register_opts", "start_background"]
+__all__ = ["NAME", "PREFIX", "cli", "health_checks", "make_app", "migration_targets", "register_opts",
+           "start_background"]
 
 NAME = "compute"
 PREFIX = "/compute"
@@ -59,3 +60,11 @@ def start_background(conf: cfg.ConfigOpts, role: str) -> list[Any]:
         conf, conf.host, cell_db, make_scheduler(conf), api_db=api_db, cell=cell_for_database(api_db, cell_url)
     )
     return [manager.start()]
+
+
+def health_checks(conf: cfg.ConfigOpts) -> list[Any]:
+    """The API database and the cells created with it, each reachable and migrated."""
+    from corral.core import health
+
+    names = ("compute.api_database", "compute.cell0", "compute.cell1")
+    return [health.database_check(name, url, tree) for name, (tree, url) in zip(names, migration_targets(conf))]

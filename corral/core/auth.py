@@ -21,8 +21,10 @@ from __future__ import annotations
 import base64
 import binascii
 import hashlib
+import hmac
+import os
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import falcon
@@ -96,57 +98,100 @@ def authenticate_keystone(req: falcon.Request) -> None:
 
 
 class HtpasswdAuthenticator:
-    """bcrypt htpasswd checking, with verified credentials remembered.
+    """bcrypt htpasswd checking that neither serializes callers nor names users.
 
-    bcrypt is deliberately slow (~0.1-0.3 s a check), so a successful
-    (user, password) pair is cached by its SHA-256 for the file's lifetime.
-    The file is re-read when it changes on disk.
+    bcrypt is deliberately slow (~0.1-0.3 s a check) and releases the GIL,
+    so checks run side by side in the request threads; a lock is held only
+    to swap in a newly read file, never during a check.  A verified
+    (user, password) pair is remembered, as an HMAC under a key that lives
+    only in this process, until the file changes (at most
+    :attr:`MAX_VERIFIED` pairs).  A user name that is not in the file costs
+    one bcrypt check too, against a hash of the file's own cost, so the
+    answer's timing does not tell which names exist.
     """
+
+    MAX_VERIFIED = 4096
 
     def __init__(self, path: str) -> None:
         self._path = path
         self._lock = threading.Lock()
-        self._mtime: float | None = None
-        self._hashes: dict[str, bytes] = {}
-        self._verified: set[bytes] = set()
+        self._users: _HtpasswdUsers | None = None
+        self._key = os.urandom(32)
 
-    def _reload(self) -> None:
-        import os
-
+    def _current(self) -> _HtpasswdUsers:
         try:
-            mtime = os.stat(self._path).st_mtime
+            mtime = os.stat(self._path).st_mtime_ns
         except OSError:
             raise Unauthorized("Authentication is not available.") from None
-        if mtime == self._mtime:
-            return
-        hashes = {}
-        with open(self._path, encoding="utf-8") as handle:
-            for line in handle:
-                line = line.strip()
-                if line and not line.startswith("#") and ":" in line:
-                    user, _, hashed = line.partition(":")
-                    hashes[user] = hashed.encode()
-        self._hashes, self._verified, self._mtime = hashes, set(), mtime
+        users = self._users
+        if users is not None and users.mtime == mtime:
+            return users
+        with self._lock:
+            if self._users is None or self._users.mtime != mtime:
+                self._users = _HtpasswdUsers.read(self._path, mtime)
+            return self._users
 
     def __call__(self, req: falcon.Request) -> None:
+        user, password = _basic_credentials(req)
+        users = self._current()
+        hashed = users.hashes.get(user)
+        digest = hmac.new(self._key, user.encode() + b"\0" + password, hashlib.sha256).digest()
+        if hashed is None or digest not in users.verified:
+            # An unknown name is checked against a stand-in hash: same work.
+            valid = _checkpw(password, hashed if hashed is not None else users.stand_in)
+            if hashed is None or not valid:
+                raise Unauthorized("Invalid credentials.")
+            users.remember(digest, self.MAX_VERIFIED)
+        _fill(req.context, user, req.get_header("X-Project-Id"), ADMIN_ROLES)
+
+
+class _HtpasswdUsers:
+    """One reading of the user file and the pairs verified against it."""
+
+    def __init__(self, mtime: int, hashes: dict[str, bytes]) -> None:
         import bcrypt
 
-        user, password = _basic_credentials(req)
+        self.mtime = mtime
+        self.hashes = hashes
+        self.verified: set[bytes] = set()
+        self._lock = threading.Lock()
+        self.stand_in = bcrypt.hashpw(os.urandom(16), bcrypt.gensalt(rounds=_highest_cost(hashes.values())))
+
+    @classmethod
+    def read(cls, path: str, mtime: int) -> _HtpasswdUsers:
+        hashes = {}
+        try:
+            with open(path, encoding="utf-8") as handle:
+                for line in handle:
+                    line = line.strip()
+                    if line and not line.startswith("#") and ":" in line:
+                        user, _, hashed = line.partition(":")
+                        hashes[user] = hashed.encode()
+        except OSError:
+            raise Unauthorized("Authentication is not available.") from None
+        return cls(mtime, hashes)
+
+    def remember(self, digest: bytes, limit: int) -> None:
         with self._lock:
-            self._reload()
-            hashed = self._hashes.get(user)
-            digest = hashlib.sha256(b"%s\0%s\0%s" % (user.encode(), password, hashed or b"")).digest()
-            if hashed is None:
-                raise Unauthorized("Invalid credentials.")
-            if digest not in self._verified:
-                try:
-                    valid = bcrypt.checkpw(password, hashed)
-                except ValueError:
-                    valid = False
-                if not valid:
-                    raise Unauthorized("Invalid credentials.")
-                self._verified.add(digest)
-        _fill(req.context, user, req.get_header("X-Project-Id"), ADMIN_ROLES)
+            if len(self.verified) >= limit:
+                self.verified.clear()
+            self.verified.add(digest)
+
+
+def _highest_cost(hashes: Iterable[bytes]) -> int:
+    """The largest bcrypt cost among ``$2b$12$...`` hashes (12 when none)."""
+    costs = [int(parts[2]) for parts in (value.split(b"$") for value in hashes)
+             if len(parts) > 3 and parts[2].isdigit() and 4 <= int(parts[2]) <= 31]
+    return max(costs, default=12)
+
+
+def _checkpw(password: bytes, hashed: bytes) -> bool:
+    import bcrypt
+
+    try:
+        return bcrypt.checkpw(password, hashed)
+    except ValueError:  # not a bcrypt hash, or a password bcrypt refuses
+        return False
 
 
 def _basic_credentials(req: falcon.Request) -> tuple[str, bytes]:

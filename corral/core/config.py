@@ -73,6 +73,13 @@ API_OPTS = [
         "public_endpoint",
         help="Public URL prefix used in links instead of the request's own host.",
     ),
+    cfg.BoolOpt(
+        "allow_noauth_on_network",
+        default=False,
+        help="Let the noauth and noauth2 strategies serve on an address other "
+        "than loopback. Both let any client act as an admin: only for a "
+        "network where every client is trusted.",
+    ),
 ]
 
 DATABASE_TUNING_OPTS = [
@@ -93,10 +100,52 @@ DATABASE_TUNING_OPTS = [
 ]
 
 
+# How ``corral serve`` treats clients (see corral/core/front.py).  A slow
+# or silent client costs the server a socket, never a thread, and only for
+# these many seconds.
+SERVER_OPTS = [
+    cfg.FloatOpt(
+        "header_timeout",
+        default=10.0,
+        min=0.1,
+        help="Seconds a client has to send a request's line and headers, from "
+        "the moment it connects (or sends the first byte of a request on a "
+        "kept-alive connection). Later, the server answers 408 and closes.",
+    ),
+    cfg.FloatOpt(
+        "body_timeout",
+        default=30.0,
+        min=0.1,
+        help="Seconds a client has to send a request's whole body once its "
+        "headers have arrived. Later, the server answers 408 and closes.",
+    ),
+    cfg.FloatOpt(
+        "keepalive_timeout",
+        default=5.0,
+        min=1.0,
+        help="Seconds an idle kept-alive connection stays open.",
+    ),
+    cfg.FloatOpt(
+        "send_timeout",
+        default=60.0,
+        min=0.1,
+        help="Seconds a client has to read an answer before the connection is dropped.",
+    ),
+    cfg.IntOpt(
+        "max_connections",
+        default=1000,
+        min=1,
+        help="Connections one API worker process holds at once; a connection "
+        "beyond that is answered 503 with Retry-After and closed.",
+    ),
+]
+
+
 def register_core_opts(conf: cfg.ConfigOpts) -> None:
     conf.register_opts(CORE_OPTS)
     conf.register_opts(API_OPTS, group="api")
     conf.register_opts(DATABASE_TUNING_OPTS, group="corral_database")
+    conf.register_opts(SERVER_OPTS, group="corral_server")
     from oslo_middleware import cors
     from oslo_policy import opts as policy_opts
 

@@ -1,9 +1,10 @@
 """Serving WSGI applications.
 
 :func:`run_gunicorn` runs an application under gunicorn inside the
-``corral serve`` process (gthread workers; background work started in the
-worker after it forks, so database pools and threads are never shared across
-a fork).  :class:`ThreadedServer` is a small threaded server on the standard
+``corral serve`` process, with :mod:`corral.core.front`'s event-loop worker
+(whole requests are read before a thread runs the application; background
+work is started in the worker after it forks, so database pools and threads
+are never shared across a fork).  :class:`ThreadedServer` is a small threaded server on the standard
 library's ``wsgiref`` that runs in a background thread; tests and tools use
 it to serve an application in-process.
 """
@@ -69,12 +70,16 @@ def run_gunicorn(
     bind: str,
     workers: int = 1,
     threads: int = 16,
+    limits: Any = None,
     on_worker_start: Callable[[], list[Any]] | None = None,
     on_ready: Callable[[], None] | None = None,
 ) -> None:
     """Run the application under gunicorn in this process (blocks)."""
     from gunicorn.app.base import BaseApplication
 
+    from corral.core import front
+
+    limits = limits or front.Limits()
     background: list[Any] = []
 
     class _Application(BaseApplication):
@@ -82,10 +87,11 @@ def run_gunicorn(
             self.cfg.set("bind", bind)
             self.cfg.set("workers", workers)
             self.cfg.set("threads", threads)
-            self.cfg.set("worker_class", "gthread")
+            self.cfg.set("worker_class", front.worker_class(limits))
+            self.cfg.set("worker_connections", limits.max_connections)
+            self.cfg.set("keepalive", max(1, round(limits.keepalive)))
             self.cfg.set("timeout", 120)
             self.cfg.set("graceful_timeout", 10)
-            self.cfg.set("keepalive", 5)
             self.cfg.set("accesslog", None)
             if "control_socket_disable" in self.cfg.settings:
                 # Several corral processes may run on one host; a shared

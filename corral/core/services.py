@@ -13,6 +13,10 @@ Each entry names a module that provides:
 ``start_background(conf, role)``
     Start background work (conductors, periodic tasks) for ``role`` and
     return objects with a ``stop()`` method.
+``health_checks(conf)`` (optional)
+    The checks ``GET /healthcheck`` runs for the service (a list of
+    callables returning ``corral.core.health.Part`` s); without it, each
+    database the service owns is checked (reachable, latest schema).
 ``cli`` (optional)
     A click group added to the ``corral`` command under ``NAME``.
 """

@@ -8,6 +8,8 @@ answers ``GET /`` with the list of services.
 
 from __future__ import annotations
 
+import logging
+import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -17,6 +19,43 @@ from oslo_config import cfg
 from corral.core import auth, services
 
 WsgiApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
+
+ACCESS_LOG = logging.getLogger("corral.access")
+
+
+class RequestLog:
+    """One log line per request: client, method, path, status, time, request id.
+
+    The query string is left out (it is not needed to follow a request and
+    is the one place a careless client might put a secret), and characters
+    that could forge log lines are escaped.
+    """
+
+    def __init__(self, app: WsgiApp) -> None:
+        self._app = app
+
+    def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
+        started = time.perf_counter()
+        method = environ.get("REQUEST_METHOD", "")
+        path = environ.get("SCRIPT_NAME", "") + environ.get("PATH_INFO", "")
+        answer: list[Any] = ["500", ()]
+
+        def recording(status: str, headers: list[tuple[str, str]], exc_info: Any = None) -> Any:
+            answer[:] = [status.partition(" ")[0], headers]
+            return start_response(status, headers, exc_info) if exc_info else start_response(status, headers)
+
+        try:
+            return self._app(environ, recording)
+        finally:
+            request_id = next((value for name, value in answer[1] if name.lower() == "x-openstack-request-id"), "-")
+            ACCESS_LOG.info('%s "%s %s" %s %.1f ms %s', environ.get("REMOTE_ADDR", "-"), _printable(method),
+                            _printable(path), answer[0], (time.perf_counter() - started) * 1000, request_id)
+
+
+def _printable(text: str) -> str:
+    if text.isprintable() and '"' not in text:
+        return text
+    return "".join(c if c.isprintable() and c != '"' else f"\\x{ord(c):02x}" for c in text)
 
 
 def wrap(app: WsgiApp, conf: cfg.ConfigOpts) -> WsgiApp:
@@ -31,7 +70,9 @@ def wrap(app: WsgiApp, conf: cfg.ConfigOpts) -> WsgiApp:
 
 def service_app(conf: cfg.ConfigOpts, name: str) -> WsgiApp:
     (module,) = services.load([name])
-    return wrap(module.make_app(conf), conf)
+    from corral.core import health
+
+    return RequestLog(health.WithHealth(wrap(module.make_app(conf), conf), health.Health(health.checks_for(conf, [name]))))
 
 
 class PrefixDispatcher:
@@ -58,8 +99,11 @@ class PrefixDispatcher:
         return [body]
 
 
-def all_in_one(conf: cfg.ConfigOpts, names: Iterable[str] | None = None) -> PrefixDispatcher:
+def all_in_one(conf: cfg.ConfigOpts, names: Iterable[str] | None = None) -> WsgiApp:
     apps = {}
     for module in services.load(names):
         apps[module.PREFIX] = wrap(module.make_app(conf), conf)
-    return PrefixDispatcher(apps)
+    from corral.core import health
+
+    checks = health.checks_for(conf, names)
+    return RequestLog(health.WithHealth(PrefixDispatcher(apps), health.Health(checks)))

@@ -48,7 +48,11 @@ class CorralProcess:
                                         start_new_session=True)
         log.close()
         if wait_path is not None and self.role in ("all", "api"):
-            self.wait_ready(wait_path, timeout)
+            try:
+                self.wait_ready(wait_path, timeout)
+            except BaseException:
+                self.kill()
+                raise
         return self
 
     def wait_ready(self, path: str, timeout: float) -> None:
@@ -59,7 +63,8 @@ class CorralProcess:
             try:
                 requests.get(self.url + path, timeout=2)
                 return
-            except requests.ConnectionError:
+            except (requests.ConnectionError, requests.Timeout):
+                # Not listening yet, or listening while the worker boots.
                 time.sleep(0.1)
         raise TimeoutError(f"corral did not answer on {self.url}{path}:\n{self.log()}")
 

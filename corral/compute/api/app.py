@@ -57,6 +57,12 @@ def _unacceptable_version_headers(req: falcon.Request, resp: falcon.Response) ->
     resp.set_header("vary", "OpenStack-API-Version, X-OpenStack-Nova-API-Version")
 
 
+def _response_headers(req: falcon.Request, resp: falcon.Response) -> None:
+    # Nova answers its request id under its older name too.
+    resp.set_header("x-compute-request-id", req.context.request_id)
+    _unacceptable_version_headers(req, resp)
+
+
 def _make_authenticator(conf: cfg.ConfigOpts) -> auth.Authenticator:
     base = auth.make_authenticator(conf)
 
@@ -101,7 +107,7 @@ def make_app(conf: cfg.ConfigOpts, state: ComputeState | None = None) -> falcon.
         authenticate=_make_authenticator(conf),
         max_body_size=conf.api.max_request_body_size,
         on_version_error=_version_error,
-        extra_headers=_unacceptable_version_headers,
+        extra_headers=_response_headers,
         strip_trailing_slash=False,
     )
     return build_app(service, all_routes(), state)
