@@ -14,6 +14,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
+from corral.baremetal.drivers.network import FlatNetwork, NoopNetwork
 from corral.baremetal.drivers.base import (
     ASYNC,
     BaseInterface,
@@ -207,7 +208,7 @@ FAKE_HARDWARE = HardwareType(
         "firmware": [FakeFirmware],
         "inspect": [_simple("inspect")],
         "management": [FakeManagement],
-        "network": [_simple("network", "noop")],
+        "network": [NoopNetwork, FlatNetwork],
         "power": [FakePower],
         "raid": [_simple("raid")],
         "rescue": [_simple("rescue")],
