@@ -178,7 +178,8 @@ def detail_requested(req: falcon.Request) -> bool | None:
     return detail
 
 
-def return_fields(view: ResourceView, req: falcon.Request, *, detail_path: bool) -> tuple[list[str] | None, bool | None]:
+def return_fields(view: ResourceView, req: falcon.Request, *,
+                  detail_path: bool) -> tuple[list[str] | None, bool | None]:
     """(fields to show or None for all, the detail= value) of a list request."""
     if detail_path:
         if req.get_param("fields") is not None:

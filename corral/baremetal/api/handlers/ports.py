@@ -445,10 +445,6 @@ def delete(state: BaremetalState, req: falcon.Request, resp: falcon.Response, po
     send_empty(resp, 204)
 
 
-def _malformed(state: BaremetalState, req: falcon.Request, resp: falcon.Response, **_params: str) -> None:
-    raise BadRequest("Malformed request URI.")
-
-
 ROUTES = [
     Route("/v1/ports", {"GET": list_ports, "POST": create}),
     Route("/v1/ports/detail", {"GET": list_detail}),

@@ -113,7 +113,8 @@ def _find(state: BaremetalState, req: falcon.Request, kind: Kind, ident: str) ->
 # ---------------------------------------------------------------- root
 
 
-def volume_root(state: BaremetalState, req: falcon.Request, resp: falcon.Response, node_ident: str | None = None) -> None:
+def volume_root(state: BaremetalState, req: falcon.Request, resp: falcon.Response,
+                node_ident: str | None = None) -> None:
     _check_version(req)
     prefix = "volume"
     if node_ident is not None:
@@ -247,13 +248,16 @@ def _delete(state: BaremetalState, req: falcon.Request, resp: falcon.Response, k
 
 
 def _routes(kind: Kind) -> list[Route]:
-    def create(state: BaremetalState, req: falcon.Request, resp: falcon.Response, node_ident: str | None = None) -> None:
+    def create(state: BaremetalState, req: falcon.Request, resp: falcon.Response,
+               node_ident: str | None = None) -> None:
         _create(state, req, resp, kind, node_ident)
 
-    def listing(state: BaremetalState, req: falcon.Request, resp: falcon.Response, node_ident: str | None = None) -> None:
+    def listing(state: BaremetalState, req: falcon.Request, resp: falcon.Response,
+               node_ident: str | None = None) -> None:
         _list(state, req, resp, kind, detail_path=False, node_ident=node_ident)
 
-    def detail(state: BaremetalState, req: falcon.Request, resp: falcon.Response, node_ident: str | None = None) -> None:
+    def detail(state: BaremetalState, req: falcon.Request, resp: falcon.Response,
+               node_ident: str | None = None) -> None:
         _list(state, req, resp, kind, detail_path=True, node_ident=node_ident)
 
     def show(state: BaremetalState, req: falcon.Request, resp: falcon.Response, ident: str) -> None:
