@@ -43,6 +43,11 @@ def test_chassis_lifecycle_and_node_membership(baremetal) -> None:
     response = client.patch("/v1/chassis/" + chassis["uuid"], json=[
         {"op": "replace", "path": "/description", "value": "rack 2"}])
     assert response.json()["description"] == "rack 2"
+    response = client.patch("/v1/chassis/" + chassis["uuid"], json=[
+        {"op": "replace", "path": "/uuid", "value": str(uuid.UUID(int=2))}])
+    assert (response.status_code, faultstring(response)) == (400, "Cannot overwrite UUID for an existing Chassis.")
+    response = client.get("/v1/chassis/nope")
+    assert (response.status_code, faultstring(response)) == (400, "Expected UUID for chassis_uuid: nope")
     assert client.delete(f"/v1/chassis/{chassis['uuid']}").status_code == 204
     response = client.get(f"/v1/chassis/{chassis['uuid']}")
     assert (response.status_code, faultstring(response)) == (404, f"Chassis {chassis['uuid']} could not be found.")

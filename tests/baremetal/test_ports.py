@@ -156,6 +156,10 @@ def test_list_filters_paging_and_fields(baremetal) -> None:
         ("fields=uuid&detail=True", 400, "Can not specify ?detail=True and fields in the same request."),
         (f"node=n1&portgroup={uuid.UUID(int=1)}", 403, "Operation not permitted."),
         ("limit=0", 400, "Limit must be positive"),
+        ("limit=cow", 400, "Expected an integer for limit: cow"),
+        ("marker=nope", 400, "Expected UUID for marker: nope"),
+        ("detail=maybe", 400, "Invalid detail: Unrecognized value 'maybe', acceptable values are: '0', '1', 'f', "
+                              "'false', 'n', 'no', 'off', 'on', 't', 'true', 'y', 'yes'"),
         (f"marker={uuid.UUID(int=3)}", 404, f"Port {uuid.UUID(int=3)} could not be found."),
     ]:
         response = client.get(f"/v1/ports?{query}")
@@ -236,7 +240,8 @@ def test_patch_port(baremetal) -> None:
         ([{"op": "replace", "path": "/physical_network", "value": ""}], 400,
          "A non-empty value is required when setting physical_network"),
         ([{"op": "replace", "path": "/node_uuid", "value": str(uuid.UUID(int=5))}], 400,
-         f"Node {uuid.UUID(int=5)} could not be found."),
+         f"Unable to apply the requested node_uuid '{uuid.UUID(int=5)}'. Requested value was invalid."),
+        ([{"op": "remove", "path": "/address"}], 400, "Schema error for patch: 'address' is a required property"),
         ([{"op": "remove", "path": "/extra/missing"}], 400, None),
     ]:
         response = client.patch(f"/v1/ports/{ident}", json=operations)

@@ -86,6 +86,15 @@ def list_paging(state: BaremetalState, req: falcon.Request, view: ResourceView, 
                 json_fields: Collection[str], find_marker: Callable[[Any, str], dict[str, Any] | None],
                 kind: str) -> tuple[int, str, str, dict[str, Any] | None]:
     """limit, sort_key, sort_dir and marker; JSON columns cannot sort (upstream's two messages)."""
+    limit = req.get_param("limit")
+    if limit is not None:
+        try:
+            int(limit)
+        except ValueError:
+            raise BadRequest(f"Expected an integer for limit: {limit}") from None
+    marker = req.get_param("marker")
+    if marker is not None:
+        as_uuid("marker", marker)
     sort_key = req.get_param("sort_key") or "id"
     if sort_key in json_fields:
         raise BadRequest(f"The sort_key value {sort_key} is an invalid field for sorting")

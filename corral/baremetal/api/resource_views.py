@@ -171,8 +171,8 @@ def detail_requested(req: falcon.Request) -> bool | None:
         return None
     try:
         detail = strutils.bool_from_string(raw, strict=True)
-    except ValueError:
-        raise BadRequest(f"Invalid value for detail: {raw!r} is not a boolean.") from None
+    except ValueError as error:
+        raise BadRequest(f"Invalid detail: {error}") from None
     if not req.context.at_least(1, 43):
         raise BadRequest(f"Invalid query parameter ?detail={detail} received.")
     return detail

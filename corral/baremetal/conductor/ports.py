@@ -106,10 +106,9 @@ class PortWork:
                 return True
 
             if not self.db.write(delete):
-                with self.db.read() as conn:
-                    portgroup = port_db.get_portgroup(conn, portgroup_id=portgroup_id)
-                uuid = portgroup["uuid"] if portgroup else portgroup_id
-                raise BadRequest(f"Cannot complete the requested action because portgroup {uuid} contains ports.")
+                # Upstream names the group by its database id here.
+                raise BadRequest(
+                    f"Cannot complete the requested action because portgroup {portgroup_id} contains ports.")
 
     # ---------------------------------------------------------- volumes
 

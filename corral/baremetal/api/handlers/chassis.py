@@ -31,18 +31,17 @@ CHASSIS_CHECK = resource_common.validator(_SCHEMA)
 PATCHABLE = ("uuid", "extra", "description")
 
 
-def _normalized(body: Any) -> dict[str, Any]:
-    resource_common.check_schema(CHASSIS_CHECK, body, "chassis")
+def _normalized(body: Any, what: str = "chassis") -> dict[str, Any]:
+    resource_common.check_schema(CHASSIS_CHECK, body, what)
     if body.get("uuid") is not None:
         resource_common.as_uuid("uuid", body["uuid"])
     return dict(body)
 
 
 def find_chassis(state: BaremetalState, ident: str) -> dict[str, Any]:
-    row = None
-    if uuidutils.is_uuid_like(ident):
-        with state.db.read() as conn:
-            row = chassis_db.get(conn, uuid=ident)
+    resource_common.as_uuid("chassis_uuid", ident)
+    with state.db.read() as conn:
+        row = chassis_db.get(conn, uuid=ident)
     if row is None:
         raise NotFound(f"Chassis {ident} could not be found.")
     return row
@@ -101,9 +100,9 @@ def patch(state: BaremetalState, req: falcon.Request, resp: falcon.Response, cha
     resource_common.check_patch_fields(operations, PATCHABLE)
     row = find_chassis(state, chassis_uuid)
     current = {key: copy.deepcopy(row.get(key)) for key in PATCHABLE}
-    patched = _normalized(apply_patch(current, operations))
+    patched = _normalized(apply_patch(current, operations), "patch")
     if patched.get("uuid") != row["uuid"]:
-        raise BadRequest("Cannot patch /uuid. Only the following can be updated: extra, description")
+        raise BadRequest("Cannot overwrite UUID for an existing Chassis.")
     changes = {"description": patched.get("description"), "extra": patched.get("extra") or {}}
     changes = {key: value for key, value in changes.items() if row.get(key) != value}
     if changes:

@@ -60,8 +60,8 @@ def _check_version(req: falcon.Request) -> None:
         raise _unsupported()
 
 
-def _normalized(body: Any) -> dict[str, Any]:
-    resource_common.check_schema(PORTGROUP_CHECK, body, "portgroup")
+def _normalized(body: Any, what: str = "portgroup") -> dict[str, Any]:
+    resource_common.check_schema(PORTGROUP_CHECK, body, what)
     values = dict(body)
     values["address"] = resource_common.as_mac("address", body.get("address"))
     for name in ("node_uuid", "uuid"):
@@ -234,7 +234,7 @@ def patch(state: BaremetalState, req: falcon.Request, resp: falcon.Response, por
     for name in ("extra", "properties"):
         if patched.get(name) is None:
             patched[name] = {}
-    values = _normalized(patched)
+    values = _normalized(patched, "patch")
     node = port_node(state, req, portgroup, values["node_uuid"])
     if node["provision_state"] == "inspecting":
         raise Conflict(f'Cannot update portgroup "{portgroup["uuid"]}" on node "{node["uuid"]}" while it is in '

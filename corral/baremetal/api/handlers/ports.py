@@ -111,9 +111,9 @@ def _check_versions(req: falcon.Request, body: dict[str, Any]) -> None:
         raise request_not_acceptable()
 
 
-def _normalized(body: dict[str, Any]) -> dict[str, Any]:
+def _normalized(body: dict[str, Any], what: str = "port") -> dict[str, Any]:
     """The body's values checked and converted as upstream's validators do."""
-    resource_common.check_schema(PORT_CHECK, body, "port")
+    resource_common.check_schema(PORT_CHECK, body, what)
     values = dict(body)
     values["address"] = resource_common.as_mac("address", body.get("address"))
     for name in ("node_uuid", "portgroup_uuid", "uuid"):
@@ -375,11 +375,10 @@ def patch(state: BaremetalState, req: falcon.Request, resp: falcon.Response, por
     for name in ("extra", "local_link_connection"):
         if patched.get(name) is None:
             patched[name] = {}
-    if not patched.get("address"):
-        raise BadRequest("Schema error for port: 'address' is a required property")
     new_node_ident = patched.pop("node_ident", None) or patched.get("node_uuid")
     patched["node_uuid"] = new_node_ident
-    values = _normalized({key: value for key, value in patched.items() if value is not None or key in COLUMNS})
+    values = _normalized({key: value for key, value in patched.items() if value is not None or key in COLUMNS
+                          if not (key == "address" and value is None)}, "patch")
     node = port_node(state, req, port, values["node_uuid"])
     portgroup_id = port["portgroup_id"]
     if resource_common.is_path_updated(operations, "/portgroup_uuid"):
@@ -409,16 +408,18 @@ def patch(state: BaremetalState, req: falcon.Request, resp: falcon.Response, por
 
 
 def port_node(state: BaremetalState, req: falcon.Request, row: dict[str, Any], ident: str) -> dict[str, Any]:
-    """The node a patched record belongs to (moving it needs update rights on the new node)."""
+    """The node a patched record belongs to; a new one must be visible and have the same owner."""
     with state.db.read() as conn:
+        current = node_db.get(conn, node_id=row["node_id"])
         if ident == row["node_uuid"]:
-            node = node_db.get(conn, node_id=row["node_id"])
+            node = current
         elif uuidutils.is_uuid_like(ident):
             node = node_db.get(conn, uuid=ident)
         else:
             node = node_db.get(conn, name=ident)
-    if node is None or not common.can_see(req, node):
-        raise BadRequest(f"Node {ident} could not be found.")
+    if node is None or not common.can_see(req, node) or (current or {}).get("owner") != node.get("owner"):
+        # The same answer whether the node is missing or not the caller's (nothing disclosed).
+        raise BadRequest(f"Unable to apply the requested node_uuid '{ident}'. Requested value was invalid.")
     return node
 
 

@@ -92,8 +92,8 @@ def _body(state: BaremetalState, req: falcon.Request, kind: Kind, row: dict[str,
     return body
 
 
-def _normalized(kind: Kind, body: Any) -> dict[str, Any]:
-    resource_common.check_schema(kind.check, body, kind.name)
+def _normalized(kind: Kind, body: Any, what: str | None = None) -> dict[str, Any]:
+    resource_common.check_schema(kind.check, body, what or kind.name)
     for name in ("node_uuid", "uuid"):
         if body.get(name) is not None:
             resource_common.as_uuid(name, body[name])
@@ -217,7 +217,7 @@ def _patch(state: BaremetalState, req: falcon.Request, resp: falcon.Response, ki
     current = {key: copy.deepcopy(row.get(key)) for key in kind.columns}
     current["node_uuid"] = row["node_uuid"]
     patched = apply_patch(current, operations)
-    values = _normalized(kind, {key: value for key, value in patched.items() if value is not None})
+    values = _normalized(kind, {key: value for key, value in patched.items() if value is not None}, "patch")
     node = port_node(state, req, row, values["node_uuid"])
     changes = {key: values.get(key) for key in kind.columns}
     for name in ("extra", "properties"):
