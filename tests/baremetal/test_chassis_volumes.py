@@ -107,8 +107,10 @@ def test_volume_connectors_and_targets(baremetal) -> None:
         {key: target[key] for key in ("uuid", "boot_index", "volume_id", "volume_type", "links", "node_uuid")}]
     assert client.get("/v1/volume/targets?detail=True").json()["targets"] == [target]
     # Volumes arrived in 1.32.
-    old = baremetal.client("1.31").get("/v1/volume/targets")
+    old = baremetal.client("1.31").get("/v1/volume")
     assert (old.status_code, faultstring(old)) == (404, "The API is not supported for this version")
+    old = baremetal.client("1.31").get("/v1/volume/targets")
+    assert (old.status_code, faultstring(old)) == (404, "")
 
 
 def test_volume_changes_need_power_off(baremetal) -> None:

@@ -79,6 +79,12 @@ def _check_version(req: falcon.Request) -> None:
         raise _unsupported()
 
 
+def _check_collection_version(req: falcon.Request) -> None:
+    # Below 1.32 upstream's router answers for connectors and targets: an empty 404.
+    if not req.context.at_least(*VOLUME_VERSION):
+        raise NotFound("", routing=True)
+
+
 def _owner_view(row: dict[str, Any]) -> dict[str, Any]:
     return {"owner": row.get("node_owner"), "lessee": row.get("node_lessee")}
 
@@ -137,7 +143,7 @@ def volume_root(state: BaremetalState, req: falcon.Request, resp: falcon.Respons
 
 def _create(state: BaremetalState, req: falcon.Request, resp: falcon.Response, kind: Kind,
             parent: str | None) -> None:
-    _check_version(req)
+    _check_collection_version(req)
     values = _normalized(kind, common.json_body(state, req))
     with state.db.read() as conn:
         node = node_db.get(conn, uuid=values["node_uuid"])
@@ -173,7 +179,7 @@ def _duplicate(state: BaremetalState, kind: Kind, row: dict[str, Any]) -> ApiErr
 
 def _list(state: BaremetalState, req: falcon.Request, resp: falcon.Response, kind: Kind, *, detail_path: bool,
           node_ident: str | None) -> None:
-    _check_version(req)
+    _check_collection_version(req)
     common.authorize(state, req, "baremetal:volume:get")
     fields, detail = return_fields(kind.view, req, detail_path=detail_path)
     filters: dict[str, Any] = {}
@@ -198,14 +204,14 @@ def _list(state: BaremetalState, req: falcon.Request, resp: falcon.Response, kin
 
 
 def _show(state: BaremetalState, req: falcon.Request, resp: falcon.Response, kind: Kind, ident: str) -> None:
-    _check_version(req)
+    _check_collection_version(req)
     row = _find(state, req, kind, ident)
     common.authorize(state, req, "baremetal:volume:get", _owner_view(row))
     send_json(resp, _body(state, req, kind, row, parse_fields(kind.view, req)))
 
 
 def _patch(state: BaremetalState, req: falcon.Request, resp: falcon.Response, kind: Kind, ident: str) -> None:
-    _check_version(req)
+    _check_collection_version(req)
     row = _find(state, req, kind, ident)
     common.authorize(state, req, "baremetal:volume:update", _owner_view(row))
     operations = common.json_body(state, req)
@@ -236,7 +242,7 @@ def _patch(state: BaremetalState, req: falcon.Request, resp: falcon.Response, ki
 
 
 def _delete(state: BaremetalState, req: falcon.Request, resp: falcon.Response, kind: Kind, ident: str) -> None:
-    _check_version(req)
+    _check_collection_version(req)
     resource_common.as_uuid(f"{kind.name}_uuid", ident)
     row = _find(state, req, kind, ident)
     common.authorize(state, req, "baremetal:volume:delete", _owner_view(row))
