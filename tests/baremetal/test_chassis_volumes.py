@@ -144,3 +144,41 @@ def test_deleting_a_node_deletes_its_volume_records(baremetal) -> None:
     assert client.delete("/v1/nodes/n1").status_code == 204
     assert client.get("/v1/volume/connectors").json() == {"connectors": []}
     assert client.get("/v1/volume/targets").json() == {"targets": []}
+
+
+def test_cinder_storage_validates_boot_from_volume_without_cinder(baremetal) -> None:
+    client = baremetal.client()
+    n1 = node(client, name="n1", storage_interface="cinder", properties={"capabilities": "iscsi_boot:true"})
+    assert n1["storage_interface"] == "cinder"
+
+    def storage() -> dict:
+        return client.get("/v1/nodes/n1/validate").json()["storage"]
+
+    prefix = f"Failed to validate cinder storage interface for node {n1['uuid']}. "
+    assert storage() == {"result": False, "reason": prefix + (
+        "In order to enable the 'iscsi_boot' capability for the node, an associated volume_connector type must be "
+        "valid for iSCSI (iqn).")}
+    client.post("/v1/volume/connectors", json={"node_uuid": n1["uuid"], "type": "iqn", "connector_id": "iqn.1"})
+    assert storage() == {"result": True}
+    target = client.post("/v1/volume/targets", json={"node_uuid": n1["uuid"], "volume_type": "nfs",
+                                                     "boot_index": 0, "volume_id": "v1"}).json()
+    assert storage() == {"result": False, "reason": prefix + (
+        f"Volume target {target['uuid']} is of an unknown type 'nfs'. Supported types: 'iscsi' or 'fibre_channel'")}
+    client.delete(f"/v1/volume/targets/{target['uuid']}")
+    client.post("/v1/volume/targets", json={"node_uuid": n1["uuid"], "volume_type": "iscsi", "boot_index": 0,
+                                            "volume_id": "v1"})
+    assert storage() == {"result": True}
+    fc = client.post("/v1/volume/targets", json={"node_uuid": n1["uuid"], "volume_type": "fibre_channel",
+                                                 "boot_index": 1, "volume_id": "v2"}).json()
+    assert storage() == {"result": False, "reason": prefix + (
+        f"Volume target {fc['uuid']} is configured for 'fibre_channel', however no Fibre Channel WWPNs are "
+        "configured for the node volume connectors.")}
+    client.post("/v1/volume/connectors", json={"node_uuid": n1["uuid"], "type": "wwpn", "connector_id": "w1"})
+    assert storage()["reason"] == prefix + (
+        "Cinder requires both wwnn and wwpn entries for FCoE connections. There must be a wwpn entry for every wwnn "
+        "entry. There are 1 wwpn entries and 0 wwnn entries.")
+    client.post("/v1/volume/connectors", json={"node_uuid": n1["uuid"], "type": "wwnn", "connector_id": "w2"})
+    assert storage() == {"result": True}
+    # The noop storage interface has nothing to check.
+    node(client, name="n2")
+    assert client.get("/v1/nodes/n2/validate").json()["storage"] == {"result": True}
