@@ -161,3 +161,34 @@ def test_openstack_baremetal_resource_commands(baremetal, client_backend) -> Non
     _cli(baremetal, "node", "delete", "res1")
     _cli(baremetal, "chassis", "delete", chassis["uuid"])
     assert cli_json("port", "list") == [] and cli_json("chassis", "list") == []
+
+
+@pytest.mark.filterwarnings("ignore::openstack.warnings._RemovedInSDKWarning")
+def test_openstacksdk_ports_and_vifs(baremetal, client_backend) -> None:
+    openstack = pytest.importorskip("openstack")
+    conn = openstack.connect(
+        auth_type="admin_token", token="admin", endpoint=baremetal.url, baremetal_endpoint_override=baremetal.url,
+        load_yaml_config=False, load_envvars=False,
+    )
+    proxy = conn.baremetal
+    node = proxy.create_node(driver="fake-hardware", name="sdk-ports", network_interface="flat")
+    group = proxy.create_port_group(node_id=node.id, name="bond0", address="52:54:00:00:02:10")
+    port = proxy.create_port(node_id=node.id, address="52:54:00:00:02:01", port_group_id=group.id)
+    loose = proxy.create_port(node_id=node.id, address="52:54:00:00:02:02", is_pxe_enabled=False)
+    assert (port.port_group_id, loose.is_pxe_enabled) == (group.id, False)
+    assert sorted(found.address for found in proxy.ports(node=node.id, details=True)) == [
+        "52:54:00:00:02:01", "52:54:00:00:02:02"]
+    assert [found.id for found in proxy.ports(portgroup=group.id)] == [port.id]
+    proxy.update_port(loose, extra={"rack": "r1"})
+    assert proxy.get_port(loose.id).extra == {"rack": "r1"}
+    proxy.attach_vif_to_node(node, "vif-sdk")
+    assert proxy.list_node_vifs(node) == ["vif-sdk"]
+    # The port group (with a member port) took the VIF.
+    assert proxy.get_port_group("bond0").internal_info == {"tenant_vif_port_id": "vif-sdk"}
+    proxy.detach_vif_from_node(node, "vif-sdk")
+    assert proxy.list_node_vifs(node) == []
+    chassis = proxy.create_chassis(description="sdk chassis")
+    assert [found.id for found in proxy.chassis()] == [chassis.id]
+    proxy.delete_node(node)
+    assert list(proxy.ports()) == [] and list(proxy.port_groups()) == []
+    proxy.delete_chassis(chassis)
