@@ -12,6 +12,7 @@ from oslo_utils import strutils, uuidutils
 from corral.baremetal.api import common
 from corral.baremetal.api.resource_views import ResourceView, request_not_acceptable
 from corral.baremetal.api.state import BaremetalState
+from corral.baremetal.db import nodes as node_db
 from corral.baremetal.domain import ports as port_rules
 from corral.core.errors import BadRequest
 
@@ -106,8 +107,6 @@ def list_paging(state: BaremetalState, req: falcon.Request, view: ResourceView, 
 def node_for_child(state: BaremetalState, req: falcon.Request, ident: str, *, field: str = "node_uuid",
                    by_name: bool = False) -> dict[str, Any]:
     """The node a new port/port group/volume record names: 400 when absent, as upstream answers."""
-    from corral.baremetal.db import nodes as node_db
-
     with state.db.read() as conn:
         if uuidutils.is_uuid_like(ident):
             node = node_db.get(conn, uuid=ident)

@@ -15,6 +15,7 @@ from typing import Any
 from urllib.parse import urlencode
 
 import falcon
+from oslo_utils import strutils
 
 from corral.baremetal.api import links
 from corral.core.errors import BadRequest, NotAcceptable
@@ -164,8 +165,6 @@ def parse_fields(view: ResourceView, req: falcon.Request) -> list[str] | None:
 
 def detail_requested(req: falcon.Request) -> bool | None:
     """``detail=`` (1.43) on a list: None when absent."""
-    from oslo_utils import strutils
-
     raw = req.get_param("detail")
     if raw is None:
         return None

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import re
+
 import falcon
+from oslo_utils import uuidutils
 
 from corral.baremetal.api import common, views
 from corral.baremetal.api.state import BaremetalState
@@ -141,10 +144,6 @@ def detach_vif(state: BaremetalState, req: falcon.Request, resp: falcon.Response
 
 
 def _uuid_or_name(value: str) -> bool:
-    import re
-
-    from oslo_utils import uuidutils
-
     return uuidutils.is_uuid_like(value) or re.match(r"^[a-zA-Z0-9-._~]+$", value) is not None
 
 

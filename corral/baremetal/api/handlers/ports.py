@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import re
 from typing import Any
 
 import falcon
@@ -10,14 +11,15 @@ from oslo_utils import uuidutils
 
 from corral.baremetal.api import common, links, resource_common, schemas
 from corral.baremetal.api.handlers.nodes import apply_patch
-from corral.baremetal.api.resource_views import PORT, collection_body, request_not_acceptable, return_fields
+from corral.baremetal.api.resource_views import PORT, collection_body, parse_fields, request_not_acceptable, \
+    return_fields
 from corral.baremetal.api.state import BaremetalState
 from corral.baremetal.conductor.ports import duplicate_port
 from corral.baremetal.db import nodes as node_db
 from corral.baremetal.db import ports as port_db
 from corral.baremetal.domain import ports as rules
 from corral.core.db import is_duplicate
-from corral.core.errors import BadRequest, Conflict, NotFound
+from corral.core.errors import ApiError, BadRequest, Conflict, NotFound
 from corral.core.http import Route, send_empty, send_json
 
 # Body keys of a port create or patch, and the microversion each appeared in.
@@ -136,8 +138,6 @@ def _normalized(body: dict[str, Any], what: str = "port") -> dict[str, Any]:
 
 
 def _valid_name(name: str) -> bool:
-    import re
-
     return re.match(schemas.NAME_PATTERN, name) is not None and not uuidutils.is_uuid_like(name)
 
 
@@ -289,8 +289,6 @@ def _filters(state: BaremetalState, req: falcon.Request, *, node_ident: str | No
                              "or node address filters.")
         filters["conductor_groups"] = [group for group in groups.split(",") if group]
     if sum(1 for given in (node_ident, portgroup_ident, shard) if given) > 1:
-        from corral.core.errors import ApiError
-
         raise ApiError("Operation not permitted.", status=403)
     if portgroup_ident:
         filters["portgroup_id"] = _find_portgroup_id(state, req, portgroup_ident)
@@ -352,8 +350,6 @@ def _check_group_version(req: falcon.Request) -> None:
 def show(state: BaremetalState, req: falcon.Request, resp: falcon.Response, port_ident: str) -> None:
     port = find_port(state, req, port_ident)
     _authorize(state, req, "baremetal:port:get", port)
-    from corral.baremetal.api.resource_views import parse_fields
-
     send_json(resp, PORT.body(req, port, parse_fields(PORT, req)))
 
 
