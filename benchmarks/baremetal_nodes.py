@@ -11,10 +11,15 @@ measures, through the HTTP API:
 * clean: every node manually cleaned at once with ``bios.factory_reset``;
   seconds until all are back in ``manageable``.
 
+With ``--ports-per-node P`` each node gets P ports (created like the
+nodes, from C threads) before the lists are timed, so the list figures
+show what ports cost a node list.  ``--lists-only`` skips manage and clean.
+
 Usage::
 
     python benchmarks/baremetal_nodes.py --nodes 100 --nodes 500 [--concurrency 8] [--repeats 5]
         [--db postgresql|sqlite] [--upstream /work/venvs/ironic] [--json out.json]
+        [--ports-per-node 4] [--lists-only]
 
 Corral runs as ``corral serve`` (API and one conductor in one process);
 upstream Ironic runs as its all-in-one ``ironic`` command (see
@@ -47,11 +52,12 @@ HEADERS = {"X-OpenStack-Ironic-API-Version": "1.51", "X-Auth-Token": "admin", "C
 class Result:
     service: str
     nodes: int
+    ports_per_node: int
     create_per_second: float
     detail_list_p50_ms: float
     paged_walk_p50_ms: float
-    manage_seconds: float
-    clean_seconds: float
+    manage_seconds: float | None
+    clean_seconds: float | None
 
 
 def _session() -> requests.Session:
@@ -98,7 +104,22 @@ def _put_state(session: requests.Session, url: str, uuid: str, body: dict[str, A
     raise RuntimeError(f"node {uuid} stayed busy")
 
 
-def measure(service: str, url: str, nodes: int, concurrency: int, repeats: int) -> Result:
+def _create_ports(session: requests.Session, url: str, uuids: list[str], per_node: int, threads: int) -> None:
+    def create(item: tuple[int, str]) -> None:
+        index, node_uuid = item
+        for port in range(per_node):
+            number = index * per_node + port
+            address = ":".join(f"{byte:02x}" for byte in (0x52, 0x54, (number >> 24) & 0xFF, (number >> 16) & 0xFF,
+                                                         (number >> 8) & 0xFF, number & 0xFF))
+            response = session.post(f"{url}/v1/ports", json={"address": address, "node_uuid": node_uuid},
+                                    timeout=60)
+            response.raise_for_status()
+
+    _parallel(create, list(enumerate(uuids)), threads)
+
+
+def measure(service: str, url: str, nodes: int, concurrency: int, repeats: int, ports_per_node: int = 0,
+            lists_only: bool = False) -> Result:
     session = _session()
 
     def create(index: int) -> str:
@@ -110,6 +131,10 @@ def measure(service: str, url: str, nodes: int, concurrency: int, repeats: int) 
     started = time.monotonic()
     uuids = _parallel(create, list(range(nodes)), concurrency)
     create_rate = nodes / (time.monotonic() - started)
+    if ports_per_node:
+        _create_ports(session, url, uuids, ports_per_node, concurrency)
+        listed = session.get(f"{url}/v1/ports?limit=1000", timeout=120).json()["ports"]
+        assert len(listed) == min(1000, nodes * ports_per_node)
 
     detail, walk = [], []
     for _ in range(repeats):
@@ -125,6 +150,9 @@ def measure(service: str, url: str, nodes: int, concurrency: int, repeats: int) 
         assert seen == nodes
         walk.append((time.monotonic() - began) * 1000)
 
+    if lists_only:
+        return Result(service, nodes, ports_per_node, round(create_rate, 1), round(percentile(detail, 0.5), 1),
+                      round(percentile(walk, 0.5), 1), None, None)
     before = _stamps(session, url)
     began = time.monotonic()
     _parallel(lambda uuid: _put_state(session, url, uuid, {"target": "manage"}), uuids, concurrency)
@@ -135,7 +163,7 @@ def measure(service: str, url: str, nodes: int, concurrency: int, repeats: int) 
     began = time.monotonic()
     _parallel(lambda uuid: _put_state(session, url, uuid, steps), uuids, concurrency)
     clean_seconds = _all_in_state(session, url, "manageable", nodes, began, before)
-    return Result(service, nodes, round(create_rate, 1), round(percentile(detail, 0.5), 1),
+    return Result(service, nodes, ports_per_node, round(create_rate, 1), round(percentile(detail, 0.5), 1),
                   round(percentile(walk, 0.5), 1), round(manage_seconds, 2), round(clean_seconds, 2))
 
 
@@ -154,7 +182,8 @@ def run_one(service: str, nodes: int, args: argparse.Namespace) -> Result:
         else:
             server = upstream_server(workdir, Path(args.upstream), db_url)
         stack.callback(server.stop)
-        return measure(service, server.url, nodes, args.concurrency, args.repeats)
+        return measure(service, server.url, nodes, args.concurrency, args.repeats, args.ports_per_node,
+                       args.lists_only)
 
 
 def main() -> None:
@@ -166,6 +195,8 @@ def main() -> None:
     parser.add_argument("--postgresql", default=DEFAULT_POSTGRESQL_SERVER)
     parser.add_argument("--upstream", help="virtualenv with upstream ironic installed")
     parser.add_argument("--json", help="write results to this file")
+    parser.add_argument("--ports-per-node", type=int, default=0, help="ports created on every node")
+    parser.add_argument("--lists-only", action="store_true", help="skip the manage and clean phases")
     args = parser.parse_args()
     results = []
     for count in args.nodes or [100]:

@@ -20,6 +20,11 @@ DEFAULT_OPTS = [
         default=["fake-hardware", "redfish"],
         help="Hardware types conductors load and advertise.",
     ),
+    cfg.StrOpt(
+        "default_portgroup_mode",
+        default="active-backup",
+        help="Bonding mode of port groups created without one.",
+    ),
 ]
 
 CONDUCTOR_OPTS = [

@@ -33,23 +33,23 @@ VERSIONS = (
     "1.15",  # manual cleaning: clean verb with clean_steps; GET .../cleaning/steps
     "1.16",  # ?driver= filter on the node list
     "1.17",  # the adopt verb
-    "1.18",  # (ports: internal_info)
-    "1.19",  # (ports: local link connection)
+    "1.18",  # ports: internal_info
+    "1.19",  # ports: local_link_connection and pxe_enabled
     "1.20",  # network_interface on nodes
     "1.21",  # resource_class on nodes and its filter
     "1.22",  # (ramdisk lookup and heartbeat)
-    "1.23",  # (port groups)
-    "1.24",  # portgroups links on nodes
-    "1.25",  # (chassis_uuid may be unset)
-    "1.26",  # (port group mode and properties)
+    "1.23",  # port groups: /v1/portgroups
+    "1.24",  # node portgroups links and sub-collection, a group's ports, portgroup_uuid on ports
+    "1.25",  # chassis_uuid of a node may be unset
+    "1.26",  # port group mode and properties
     "1.27",  # soft power off / soft reboot and power timeouts
-    "1.28",  # (VIFs)
+    "1.28",  # VIFs: /v1/nodes/{node}/vifs
     "1.29",  # PUT /v1/nodes/{node}/management/inject_nmi
     "1.30",  # dynamic drivers: type and interface details on /v1/drivers
     "1.31",  # boot/console/deploy/inspect/management/power/raid/vendor_interface on nodes
-    "1.32",  # volume links on nodes
+    "1.32",  # volume connectors and targets: /v1/volume, volume links on nodes
     "1.33",  # storage_interface on nodes
-    "1.34",  # (ports: physical_network)
+    "1.34",  # ports: physical_network
     "1.35",  # configdrive with rebuild
     "1.36",  # (agent version in heartbeats)
     "1.37",  # node traits

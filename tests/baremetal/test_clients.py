@@ -9,7 +9,7 @@ import subprocess
 
 import pytest
 
-from tests.baremetal.support import wait_for_state
+from tests.baremetal.support import wait_for_power, wait_for_state
 
 
 @pytest.fixture
@@ -97,3 +97,98 @@ def test_openstacksdk_baremetal_proxy(baremetal, client_backend) -> None:
     assert [driver.name for driver in proxy.drivers()] == ["fake-hardware", "redfish"]
     proxy.delete_node(node)
     assert list(proxy.nodes()) == []
+
+
+def test_openstack_baremetal_resource_commands(baremetal, client_backend) -> None:
+    def cli_json(*args: str) -> object:
+        return json.loads(_cli(baremetal, *args, "-f", "json"))
+
+    chassis = cli_json("chassis", "create", "--description", "rack 1")
+    assert chassis["description"] == "rack 1"
+    node = cli_json("node", "create", "--driver", "fake-hardware", "--name", "res1", "--chassis-uuid",
+                    chassis["uuid"], "--network-interface", "flat")
+    assert node["chassis_uuid"] == chassis["uuid"]
+    assert [item["uuid"] for item in cli_json("chassis", "list")] == [chassis["uuid"]]
+    _cli(baremetal, "chassis", "set", chassis["uuid"], "--extra", "row=a")
+    assert cli_json("chassis", "show", chassis["uuid"])["extra"] == {"row": "a"}
+
+    group = cli_json("port", "group", "create", "--node", node["uuid"], "--name", "bond0", "--address",
+                     "52:54:00:00:00:10", "--mode", "802.3ad", "--property", "miimon=100")
+    assert (group["name"], group["mode"], group["properties"]) == ("bond0", "802.3ad", {"miimon": 100})
+    _cli(baremetal, "port", "group", "set", "bond0", "--extra", "k=v")
+    assert cli_json("port", "group", "show", "bond0")["extra"] == {"k": "v"}
+    assert [item["name"] for item in cli_json("port", "group", "list")] == ["bond0"]
+
+    port = cli_json("port", "create", "52:54:00:00:00:01", "--node", node["uuid"], "--port-group", group["uuid"],
+                    "--local-link-connection", "switch_id=52:54:00:00:00:ff", "--local-link-connection",
+                    "port_id=Ethernet1/1", "--physical-network", "physnet1")
+    assert (port["address"], port["portgroup_uuid"], port["physical_network"]) == (
+        "52:54:00:00:00:01", group["uuid"], "physnet1")
+    assert port["local_link_connection"] == {"switch_id": "52:54:00:00:00:ff", "port_id": "Ethernet1/1"}
+    _cli(baremetal, "port", "set", port["uuid"], "--extra", "rack=r1", "--pxe-enabled")
+    shown = cli_json("port", "show", port["uuid"])
+    assert (shown["extra"], shown["pxe_enabled"]) == ({"rack": "r1"}, True)
+    assert [item["address"] for item in cli_json("port", "list", "--node", "res1")] == ["52:54:00:00:00:01"]
+    assert [item["address"] for item in cli_json("port", "list", "--address", "52:54:00:00:00:01")] == [
+        "52:54:00:00:00:01"]
+    assert cli_json("port", "list", "--long")[0]["physical_network"] == "physnet1"
+
+    _cli(baremetal, "node", "vif", "attach", "res1", "vif-1")
+    assert [item["id"] for item in cli_json("node", "vif", "list", "res1")] == ["vif-1"]
+    _cli(baremetal, "node", "vif", "detach", "res1", "vif-1")
+    assert cli_json("node", "vif", "list", "res1") == []
+
+    connector = cli_json("volume", "connector", "create", "--node", node["uuid"], "--type", "iqn",
+                         "--connector-id", "iqn.2010-10.org.openstack:res1")
+    assert connector["type"] == "iqn"
+    target = cli_json("volume", "target", "create", "--node", node["uuid"], "--type", "iscsi", "--boot-index",
+                      "0", "--volume-id", "vol-1")
+    assert (target["volume_type"], target["boot_index"]) == ("iscsi", 0)
+    # Volume records change only while the node is powered off.
+    _cli(baremetal, "node", "power", "off", "res1")
+    wait_for_power(baremetal.client(), "res1", "power off")
+    _cli(baremetal, "volume", "target", "set", target["uuid"], "--extra", "a=b")
+    assert cli_json("volume", "target", "show", target["uuid"])["extra"] == {"a": "b"}
+    assert [item["uuid"] for item in cli_json("volume", "connector", "list", "--node", "res1")] == [
+        connector["uuid"]]
+    _cli(baremetal, "volume", "connector", "delete", connector["uuid"])
+    _cli(baremetal, "volume", "target", "delete", target["uuid"])
+    assert cli_json("volume", "target", "list") == []
+
+    _cli(baremetal, "port", "unset", port["uuid"], "--port-group")
+    _cli(baremetal, "port", "delete", port["uuid"])
+    _cli(baremetal, "port", "group", "delete", "bond0")
+    _cli(baremetal, "node", "delete", "res1")
+    _cli(baremetal, "chassis", "delete", chassis["uuid"])
+    assert cli_json("port", "list") == [] and cli_json("chassis", "list") == []
+
+
+@pytest.mark.filterwarnings("ignore::openstack.warnings._RemovedInSDKWarning")
+def test_openstacksdk_ports_and_vifs(baremetal, client_backend) -> None:
+    openstack = pytest.importorskip("openstack")
+    conn = openstack.connect(
+        auth_type="admin_token", token="admin", endpoint=baremetal.url, baremetal_endpoint_override=baremetal.url,
+        load_yaml_config=False, load_envvars=False,
+    )
+    proxy = conn.baremetal
+    node = proxy.create_node(driver="fake-hardware", name="sdk-ports", network_interface="flat")
+    group = proxy.create_port_group(node_id=node.id, name="bond0", address="52:54:00:00:02:10")
+    port = proxy.create_port(node_id=node.id, address="52:54:00:00:02:01", port_group_id=group.id)
+    loose = proxy.create_port(node_id=node.id, address="52:54:00:00:02:02", is_pxe_enabled=False)
+    assert (port.port_group_id, loose.is_pxe_enabled) == (group.id, False)
+    assert sorted(found.address for found in proxy.ports(node=node.id, details=True)) == [
+        "52:54:00:00:02:01", "52:54:00:00:02:02"]
+    assert [found.id for found in proxy.ports(portgroup=group.id)] == [port.id]
+    proxy.update_port(loose, extra={"rack": "r1"})
+    assert proxy.get_port(loose.id).extra == {"rack": "r1"}
+    proxy.attach_vif_to_node(node, "vif-sdk")
+    assert proxy.list_node_vifs(node) == ["vif-sdk"]
+    # The port group (with a member port) took the VIF.
+    assert proxy.get_port_group("bond0").internal_info == {"tenant_vif_port_id": "vif-sdk"}
+    proxy.detach_vif_from_node(node, "vif-sdk")
+    assert proxy.list_node_vifs(node) == []
+    chassis = proxy.create_chassis(description="sdk chassis")
+    assert [found.id for found in proxy.chassis()] == [chassis.id]
+    proxy.delete_node(node)
+    assert list(proxy.ports()) == [] and list(proxy.port_groups()) == []
+    proxy.delete_chassis(chassis)

@@ -173,7 +173,7 @@ def test_drivers_and_conductors(baremetal) -> None:
     ]
     detail = client.get("/v1/drivers?detail=True").json()["drivers"][0]
     assert detail["default_power_interface"] == "fake"
-    assert detail["enabled_network_interfaces"] == ["noop"]
+    assert detail["enabled_network_interfaces"] == ["flat", "noop"]
     assert client.get("/v1/drivers/fake-hardware").json()["name"] == "fake-hardware"
     assert client.get("/v1/drivers/nope").status_code == 404
     conductors = client.get("/v1/conductors").json()["conductors"]
@@ -198,10 +198,21 @@ def test_console(baremetal) -> None:
     assert client.get("/v1/nodes/n1").json()["console_enabled"] is False
 
 
-def test_vifs_need_ports(baremetal) -> None:
+def test_vifs_on_noop_network_are_accepted_and_not_listed(baremetal) -> None:
     client = baremetal.client()
     node = create(client, name="n1")
+    assert node["network_interface"] == "noop"
     assert client.get("/v1/nodes/n1/vifs").json() == {"vifs": []}
+    # Upstream's noop network interface accepts attach and detach and records nothing.
+    assert client.post("/v1/nodes/n1/vifs", json={"id": "vif-1"}).status_code == 204
+    assert client.get("/v1/nodes/n1/vifs").json() == {"vifs": []}
+    assert client.delete("/v1/nodes/n1/vifs/vif-1").status_code == 204
+    assert baremetal.client("1.27").get(f"/v1/nodes/{node['uuid']}/vifs").status_code == 404
+
+
+def test_vifs_on_flat_network_need_free_ports(baremetal) -> None:
+    client = baremetal.client()
+    node = create(client, name="n1", network_interface="flat")
     response = client.post("/v1/nodes/n1/vifs", json={"id": "vif-1"})
     assert response.status_code == 400
     assert faultstring(response) == "Unable to attach VIF vif-1, not enough free physical ports."
@@ -210,7 +221,6 @@ def test_vifs_need_ports(baremetal) -> None:
     assert faultstring(response) == (
         f"Unable to detach VIF vif-1 from node {node['uuid']} because it is not attached to it."
     )
-    assert baremetal.client("1.27").get(f"/v1/nodes/{node['uuid']}/vifs").status_code == 404
 
 
 def test_driver_change_with_reset_interfaces(baremetal) -> None:

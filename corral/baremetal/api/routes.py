@@ -2,7 +2,19 @@
 
 from __future__ import annotations
 
-from corral.baremetal.api.handlers import allocations, drivers, management, node_states, nodes, root, traits
+from corral.baremetal.api.handlers import (
+    allocations,
+    chassis,
+    drivers,
+    management,
+    node_states,
+    nodes,
+    portgroups,
+    ports,
+    root,
+    traits,
+    volumes,
+)
 from corral.core.http import Route
 
 ROUTES: list[Route] = [
@@ -13,4 +25,8 @@ ROUTES: list[Route] = [
     *management.ROUTES,
     *drivers.ROUTES,
     *allocations.ROUTES,
+    *ports.ROUTES,
+    *portgroups.ROUTES,
+    *chassis.ROUTES,
+    *volumes.ROUTES,
 ]

@@ -129,7 +129,7 @@ def _value(req: falcon.Request, node: Mapping[str, Any], field: str, traits: Seq
     if field == "allocation_uuid":
         return node.get("allocation_uuid")
     if field == "chassis_uuid":
-        return None
+        return node.get("chassis_uuid")
     if field == "provision_state":
         return shown_provision_state(req, node["provision_state"])
     if field == "target_provision_state":

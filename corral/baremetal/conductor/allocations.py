@@ -28,6 +28,8 @@ from typing import TYPE_CHECKING, Any
 from corral.baremetal.conductor import locks
 from corral.baremetal.db import allocations as allocation_db
 from corral.baremetal.db import nodes as node_db
+from corral.baremetal.db import ports as port_db
+from corral.baremetal.db import volumes as volume_db
 from corral.baremetal.domain import allocations as domain
 from corral.core.db import is_duplicate
 from corral.core.errors import Conflict, NotFound, ServiceUnavailable
@@ -256,8 +258,10 @@ def deletable_node(node: Mapping[str, Any]) -> Mapping[str, Any]:
 
 
 def delete_node(conn: Any, node_id: int) -> None:
-    """Delete the node together with the allocation holding it (one transaction)."""
+    """Delete the node with its allocation, ports, port groups and volume records (one transaction)."""
     allocation_db.delete_for_node(conn, node_id)
+    port_db.delete_for_node(conn, node_id)
+    volume_db.delete_for_node(conn, node_id)
     node_db.delete(conn, node_id)
 
 

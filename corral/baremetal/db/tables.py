@@ -66,6 +66,16 @@ conductor_hardware_interfaces = sa.Table(
     sa.UniqueConstraint("conductor_id", "hardware_type", "interface_type", "interface_name"),
 )
 
+chassis = sa.Table(
+    "chassis",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True),
+    sa.Column("uuid", sa.String(36), nullable=False, unique=True),
+    sa.Column("description", sa.String(255), nullable=True),
+    _json("extra"),
+    *_timestamps(),
+)
+
 nodes = sa.Table(
     "nodes",
     metadata,
@@ -110,6 +120,8 @@ nodes = sa.Table(
     sa.Column("retired_reason", sa.Text, nullable=True),
     sa.Column("inspection_started_at", Timestamp, nullable=True),
     sa.Column("inspection_finished_at", Timestamp, nullable=True),
+    # The chassis the node sits in (chassis.id).
+    sa.Column("chassis_id", sa.Integer, sa.ForeignKey("chassis.id"), nullable=True),
     *(sa.Column(name, sa.String(255), nullable=True) for name in INTERFACE_FIELDS),
     *_timestamps(),
     sa.Index(None, "provision_state"),
@@ -163,4 +175,83 @@ allocation_traits = sa.Table(
     sa.Column("trait", sa.String(255), primary_key=True),
     sa.Column("position", sa.Integer, nullable=False, server_default="0"),
     *_timestamps(),
+)
+
+# Network ports and port groups of nodes.  A port's ``address`` (MAC) is
+# unique across the deployment; ``internal_info["tenant_vif_port_id"]``
+# holds the VIF attached to it.  Rows go with their node (deleted in the
+# node's delete transaction).
+portgroups = sa.Table(
+    "portgroups",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True),
+    sa.Column("uuid", sa.String(36), nullable=False, unique=True),
+    sa.Column("name", sa.String(255), nullable=True, unique=True),
+    sa.Column("node_id", sa.Integer, sa.ForeignKey("nodes.id"), nullable=False),
+    sa.Column("address", sa.String(18), nullable=True, unique=True),
+    _json("extra"),
+    _json("internal_info"),
+    sa.Column("standalone_ports_supported", sa.Boolean, nullable=False, default=True),
+    sa.Column("mode", sa.String(255), nullable=True),
+    _json("properties"),
+    sa.Column("physical_network", sa.String(64), nullable=True),
+    sa.Column("category", sa.String(80), nullable=True),
+    sa.Column("dynamic_portgroup", sa.Boolean, nullable=False, default=False),
+    *_timestamps(),
+    sa.Index(None, "node_id"),
+)
+
+ports = sa.Table(
+    "ports",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True),
+    sa.Column("uuid", sa.String(36), nullable=False, unique=True),
+    sa.Column("address", sa.String(18), nullable=False, unique=True),
+    sa.Column("name", sa.String(255), nullable=True, unique=True),
+    sa.Column("node_id", sa.Integer, sa.ForeignKey("nodes.id"), nullable=False),
+    sa.Column("portgroup_id", sa.Integer, sa.ForeignKey("portgroups.id"), nullable=True),
+    _json("extra"),
+    _json("local_link_connection"),
+    _json("internal_info"),
+    sa.Column("pxe_enabled", sa.Boolean, nullable=False, default=True),
+    sa.Column("physical_network", sa.String(64), nullable=True),
+    sa.Column("is_smartnic", sa.Boolean, nullable=False, default=False),
+    sa.Column("description", sa.String(255), nullable=True),
+    sa.Column("vendor", sa.String(32), nullable=True),
+    sa.Column("category", sa.String(80), nullable=True),
+    sa.Column("available_for_dynamic_portgroup", sa.Boolean, nullable=False, default=True),
+    *_timestamps(),
+    sa.Index(None, "node_id"),
+    sa.Index(None, "portgroup_id"),
+)
+
+# Boot from volume: the node's initiators (connectors) and the volumes it
+# boots from or attaches (targets).  Stored and validated without Cinder.
+volume_connectors = sa.Table(
+    "volume_connectors",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True),
+    sa.Column("uuid", sa.String(36), nullable=False, unique=True),
+    sa.Column("node_id", sa.Integer, sa.ForeignKey("nodes.id"), nullable=False),
+    sa.Column("type", sa.String(32), nullable=False),
+    sa.Column("connector_id", sa.String(255), nullable=False),
+    _json("extra"),
+    *_timestamps(),
+    sa.UniqueConstraint("type", "connector_id"),
+    sa.Index(None, "node_id"),
+)
+
+volume_targets = sa.Table(
+    "volume_targets",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True),
+    sa.Column("uuid", sa.String(36), nullable=False, unique=True),
+    sa.Column("node_id", sa.Integer, sa.ForeignKey("nodes.id"), nullable=False),
+    sa.Column("volume_type", sa.String(64), nullable=False),
+    _json("properties"),
+    sa.Column("boot_index", sa.Integer, nullable=False),
+    sa.Column("volume_id", sa.String(36), nullable=False),
+    _json("extra"),
+    *_timestamps(),
+    sa.UniqueConstraint("node_id", "boot_index"),
 )

@@ -14,6 +14,8 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
+from corral.baremetal.drivers.network import FlatNetwork, NoopNetwork
+from corral.baremetal.drivers.storage import CinderStorage, NoopStorage
 from corral.baremetal.drivers.base import (
     ASYNC,
     BaseInterface,
@@ -188,6 +190,12 @@ class FakeDeploy(_Fake):
         record(task, f"deploy.{step['step']}.aborted")
 
 
+class FakeBoot(_Fake):
+    interface_type = "boot"
+    # As upstream's fake boot interface: network boot, iPXE included (boot from iSCSI volumes).
+    capabilities = ("ipxe_boot", "pxe_boot")
+
+
 def _simple(interface_type: str, implementation: str = "fake") -> type[BaseInterface]:
     return type(
         f"{implementation.title()}{interface_type.title()}",
@@ -201,17 +209,17 @@ FAKE_HARDWARE = HardwareType(
     description="Interfaces that record what they are asked and touch no hardware.",
     supported={
         "bios": [FakeBios],
-        "boot": [_simple("boot")],
+        "boot": [FakeBoot],
         "console": [FakeConsole],
         "deploy": [FakeDeploy],
         "firmware": [FakeFirmware],
         "inspect": [_simple("inspect")],
         "management": [FakeManagement],
-        "network": [_simple("network", "noop")],
+        "network": [NoopNetwork, FlatNetwork],
         "power": [FakePower],
         "raid": [_simple("raid")],
         "rescue": [_simple("rescue")],
-        "storage": [_simple("storage", "noop")],
+        "storage": [NoopStorage, CinderStorage],
         "vendor": [FakeVendor],
     },
 )

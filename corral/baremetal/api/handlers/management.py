@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import re
+
 import falcon
+from oslo_utils import uuidutils
 
 from corral.baremetal.api import common, views
 from corral.baremetal.api.state import BaremetalState
@@ -105,24 +108,43 @@ def set_raid(state: BaremetalState, req: falcon.Request, resp: falcon.Response, 
 def list_vifs(state: BaremetalState, req: falcon.Request, resp: falcon.Response, node_ident: str) -> None:
     node = common.find_node(state, req, node_ident)
     common.authorize(state, req, "baremetal:node:vif:list", node)
-    # VIFs attach to a node's ports; Corral nodes have no ports.
-    send_json(resp, {"vifs": []})
+    send_json(resp, {"vifs": common.conductor_call(state, node, "vif_list")})
 
 
 def attach_vif(state: BaremetalState, req: falcon.Request, resp: falcon.Response, node_ident: str) -> None:
     node = common.find_node(state, req, node_ident)
     common.authorize(state, req, "baremetal:node:vif:attach", node)
     body = common.json_body(state, req)
-    if not isinstance(body, dict) or not isinstance(body.get("id"), str) or not body["id"]:
-        raise BadRequest("Missing mandatory parameter: id")
-    raise BadRequest(f"Unable to attach VIF {body['id']}, not enough free physical ports.")
+    if not isinstance(body, dict) or "id" not in body:
+        raise BadRequest("Schema error for vif: 'id' is a required property")
+    if not isinstance(body["id"], str):
+        raise BadRequest(f"Schema error for vif: {body['id']!r} is not of type 'string'")
+    if not _uuid_or_name(body["id"]):
+        raise BadRequest(f"Expected UUID or name for id: {body['id']}")
+    vif_info = {key: value for key, value in body.items()}
+    if req.context.at_least(1, 67):
+        if "port_uuid" in vif_info and "portgroup_uuid" in vif_info:
+            raise BadRequest("Cannot specify both port_uuid and portgroup_uuid")
+    else:
+        # Choosing the port or port group arrived in 1.67; older requests cannot.
+        vif_info.pop("port_uuid", None)
+        vif_info.pop("portgroup_uuid", None)
+    common.conductor_call(state, node, "vif_attach", vif_info=vif_info)
+    send_empty(resp, 204)
 
 
 def detach_vif(state: BaremetalState, req: falcon.Request, resp: falcon.Response, node_ident: str,
                vif_id: str) -> None:
     node = common.find_node(state, req, node_ident)
     common.authorize(state, req, "baremetal:node:vif:detach", node)
-    raise BadRequest(f"Unable to detach VIF {vif_id} from node {node['uuid']} because it is not attached to it.")
+    if not _uuid_or_name(vif_id):
+        raise BadRequest(f"Expected UUID or name for vif_id: {vif_id}")
+    common.conductor_call(state, node, "vif_detach", vif_id=vif_id)
+    send_empty(resp, 204)
+
+
+def _uuid_or_name(value: str) -> bool:
+    return uuidutils.is_uuid_like(value) or re.match(r"^[a-zA-Z0-9-._~]+$", value) is not None
 
 
 ROUTES = [

@@ -13,6 +13,7 @@ from oslo_utils import strutils, uuidutils
 from corral.baremetal.api import common, schemas, views
 from corral.baremetal.api.state import BaremetalState
 from corral.baremetal.db import allocations as allocation_db
+from corral.baremetal.db import chassis as chassis_db
 from corral.baremetal.db import nodes as node_db
 from corral.baremetal.domain import states
 from corral.baremetal.drivers.base import INTERFACE_TYPES
@@ -57,13 +58,13 @@ def create(state: BaremetalState, req: falcon.Request, resp: falcon.Response) ->
     schemas.validate(schemas.NODE_CREATE, body, "node")
     for field in body:
         views.require_field_version(field, req)
-    if body.get("chassis_uuid"):
-        raise BadRequest(f"Chassis {body['chassis_uuid']} could not be found.")
+    chassis_id = _chassis_id(state, body.get("chassis_uuid"))
     if body.get("protected") or body.get("protected_reason"):
         raise BadRequest("Only active nodes can be protected; create the node first.")
     group = (body.get("conductor_group") or "").lower()
     state.rpc.check_driver(body["driver"], group)
     values = {key: value for key, value in body.items() if key != "chassis_uuid"}
+    values["chassis_id"] = chassis_id
     values.update(state.drivers.resolve_interfaces(body["driver"], body))
     for field, default in JSON_DEFAULTS.items():
         if values.get(field) is None:
@@ -92,6 +93,26 @@ def create(state: BaremetalState, req: falcon.Request, resp: falcon.Response) ->
     send_json(resp, _full(state, req, node), 201)
 
 
+def _chassis_id(state: BaremetalState, chassis_uuid: str | None) -> int | None:
+    """The id of the chassis a node names (400 when there is none with that UUID)."""
+    if not chassis_uuid:
+        return None
+    with state.db.read() as conn:
+        chassis = chassis_db.get(conn, uuid=chassis_uuid)
+    if chassis is None:
+        raise BadRequest(f"Chassis {chassis_uuid} could not be found.")
+    return int(chassis["id"])
+
+
+def _with_links(conn: Any, nodes: list[dict[str, Any]]) -> None:
+    """Add each node's allocation_uuid and chassis_uuid (one query each for the whole page)."""
+    allocation_uuids = allocation_db.uuids_by_id(conn, [node["allocation_id"] for node in nodes])
+    chassis_uuids = chassis_db.uuids_by_id(conn, [node.get("chassis_id") for node in nodes])
+    for node in nodes:
+        node["allocation_uuid"] = allocation_uuids.get(node["allocation_id"])
+        node["chassis_uuid"] = chassis_uuids.get(node.get("chassis_id"))
+
+
 def _duplicate(state: BaremetalState, values: dict[str, Any]) -> Conflict:
     with state.db.read() as conn:
         if values.get("name") and node_db.get(conn, name=values["name"]) is not None:
@@ -109,9 +130,9 @@ def _duplicate(state: BaremetalState, values: dict[str, Any]) -> Conflict:
 def _full(state: BaremetalState, req: falcon.Request, node: dict[str, Any],
           fields: list[str] | None = None) -> dict[str, Any]:
     traits = common.traits_of(state, [node["id"]])[node["id"]]
+    node = dict(node)
     with state.db.read() as conn:
-        node = {**node, "allocation_uuid": allocation_db.uuids_by_id(conn, [node["allocation_id"]]).get(
-            node["allocation_id"])}
+        _with_links(conn, [node])
     return views.node_body(req, node, traits=traits, conductor=state.rpc.owner(node), fields=fields)
 
 
@@ -146,7 +167,7 @@ def _boolean(value: str, name: str) -> bool:
         raise BadRequest(f"Invalid value for {name}: {value!r} is not a boolean.") from None
 
 
-def _filters(req: falcon.Request) -> dict[str, Any]:
+def _filters(state: BaremetalState, req: falcon.Request) -> dict[str, Any]:
     filters: dict[str, Any] = {}
     for name, version in FILTERS.items():
         value = req.get_param(name)
@@ -157,7 +178,9 @@ def _filters(req: falcon.Request) -> dict[str, Any]:
         if name in ("associated", "maintenance"):
             filters[name] = _boolean(value, name)
         elif name == "chassis_uuid":
-            filters["chassis_uuid"] = value
+            with state.db.read() as conn:
+                chassis = chassis_db.get(conn, uuid=value) if uuidutils.is_uuid_like(value) else None
+            filters["chassis_id"] = chassis["id"] if chassis is not None else -1
         else:
             filters[name] = value
     if "conductor_group" in filters:
@@ -167,10 +190,20 @@ def _filters(req: falcon.Request) -> dict[str, Any]:
     return filters
 
 
-def _list(state: BaremetalState, req: falcon.Request, resp: falcon.Response, *, detail: bool, path: str) -> None:
+def list_in_chassis(state: BaremetalState, req: falcon.Request, resp: falcon.Response, chassis: dict[str, Any],
+                    *, detail: bool) -> None:
+    """/v1/chassis/{uuid}/nodes[/detail]: the nodes of one chassis."""
+    path = f"/v1/chassis/{chassis['uuid']}/nodes" + ("/detail" if detail else "")
+    _list(state, req, resp, detail=detail, path=path, chassis_id=chassis["id"])
+
+
+def _list(state: BaremetalState, req: falcon.Request, resp: falcon.Response, *, detail: bool, path: str,
+          chassis_id: int | None = None) -> None:
     common.authorize(state, req, "baremetal:node:list")
     fields = None if detail else views.parse_fields(req)
-    filters = _filters(req)
+    filters = _filters(state, req)
+    if chassis_id is not None:
+        filters["chassis_id"] = chassis_id
     conductor = filters.pop("conductor", None)
     limit, sort_key, sort_dir, marker = common.paging(
         state, req, sort_keys=node_db.SORT_KEYS, find_marker=lambda conn, uuid: node_db.get(conn, uuid=uuid), kind="Node"
@@ -191,10 +224,9 @@ def _list(state: BaremetalState, req: falcon.Request, resp: falcon.Response, *, 
             batch_marker = batch[-1]
         found = found[:limit]
         traits = node_db.traits_of(conn, [node["id"] for node in found])
-        allocation_uuids = allocation_db.uuids_by_id(conn, [node["allocation_id"] for node in found])
+        _with_links(conn, found)
     items = []
     for node in found:
-        node["allocation_uuid"] = allocation_uuids.get(node["allocation_id"])
         owner = state.rpc.owner(node, live)
         if detail:
             items.append(views.node_body(req, node, traits=traits[node["id"]], conductor=owner))
@@ -240,6 +272,12 @@ def patch(state: BaremetalState, req: falcon.Request, resp: falcon.Response, nod
                              f"{', '.join(allowed)}")
         if operation["op"] != "remove" and "value" not in operation:
             raise BadRequest(f"'add' and 'replace' operations need a value: {operation['path']}")
+    with state.db.read() as conn:
+        node = {**node, "chassis_uuid": chassis_db.uuids_by_id(conn, [node.get("chassis_id")]).get(
+            node.get("chassis_id"))}
+    if not req.context.at_least(1, 25) and any(
+            operation["op"] == "remove" and operation["path"] == "/chassis_uuid" for operation in operations):
+        raise BadRequest("Cannot remove chassis_uuid from a node before API version 1.25.")
     current = {field: copy.deepcopy(node.get(field)) for field in allowed}
     patched = apply_patch(current, operations)
     for field in allowed:
@@ -254,7 +292,8 @@ def patch(state: BaremetalState, req: falcon.Request, resp: falcon.Response, nod
         patched["protected"] = False
     schemas.validate(schemas.NODE_PATCHED, patched, "node")
     changes = {key: value for key, value in patched.items() if node.get(key) != value}
-    changes.pop("chassis_uuid", None)
+    if "chassis_uuid" in changes:
+        changes["chassis_id"] = _chassis_id(state, changes.pop("chassis_uuid"))
     if "conductor_group" in changes:
         changes["conductor_group"] = (changes["conductor_group"] or "").lower()
     if "maintenance" in changes and not changes["maintenance"]:
