@@ -26,6 +26,8 @@ JSON_FIELDS = (
     "deploy_step",
     "raid_config",
     "target_raid_config",
+    "network_data",
+    "service_step",
 )
 COLUMNS = tuple(column.name for column in nodes.columns)
 
@@ -90,7 +92,8 @@ def delete(conn: Connection, node_id: int) -> None:
 SORT_KEYS = frozenset(
     {"id", "uuid", "name", "created_at", "updated_at", "provision_state", "power_state", "driver",
      "resource_class", "instance_uuid", "maintenance", "provision_updated_at", "conductor_group",
-     "owner", "lessee", "description", "target_provision_state", "target_power_state", "reservation"}
+     "owner", "lessee", "description", "target_provision_state", "target_power_state", "reservation",
+     "shard", "parent_node", "instance_name", "retired"}
 )
 
 
@@ -146,6 +149,10 @@ def _conditions(filters: Mapping[str, Any]) -> Iterable[Any]:
             yield nodes.c.provision_state.in_(list(value))
         elif key == "uuid_in":
             yield nodes.c.uuid.in_(list(value))
+        elif key == "shard_in":
+            yield nodes.c.shard.in_(list(value))
+        elif key == "sharded":
+            yield nodes.c.shard.is_not(None) if value else nodes.c.shard.is_(None)
         elif key == "project":
             yield sa.or_(nodes.c.owner == value, nodes.c.lessee == value)
         elif key in ("description_contains",):
