@@ -160,6 +160,24 @@ CLEAN_STEPS = {
             "interface": {"description": "driver interface", "enum": list(CLEAN_STEP_INTERFACES)},
             "step": {"description": "name of clean step", "type": "string", "minLength": 1},
             "args": {"description": "additional args", "type": "object", "properties": {}},
+            "order": {"anyOf": [{"type": "integer", "minimum": 0},
+                                {"type": "string", "minLength": 1, "pattern": "^[0-9]+$"}]},
+        },
+        "additionalProperties": False,
+    },
+}
+
+DEPLOY_STEPS = {
+    "type": "array",
+    "items": {
+        "type": "object",
+        "required": ["interface", "step", "args", "priority"],
+        "properties": {
+            "interface": {"description": "driver interface", "enum": list(INTERFACE_TYPES)},
+            "step": {"description": "name of deploy step", "type": "string", "minLength": 1},
+            "args": {"description": "additional args", "type": "object"},
+            "priority": {"anyOf": [{"type": "integer", "minimum": 0},
+                                   {"type": "string", "minLength": 1, "pattern": "^[0-9]+$"}]},
         },
         "additionalProperties": False,
     },
@@ -169,10 +187,15 @@ PROVISION = {
     "type": "object",
     "properties": {
         "target": {"type": "string"},
-        "clean_steps": {},
+        "clean_steps": {"type": ["array", "null"]},
+        "deploy_steps": {"type": ["array", "null"]},
+        "service_steps": {"type": ["array", "null"]},
         "configdrive": {"type": ["string", "object", "null"]},
         "rescue_password": {"type": "string"},
+        "disable_ramdisk": {},
+        "runbook": {"type": ["string", "null"]},
     },
+    "additionalProperties": False,
 }
 
 

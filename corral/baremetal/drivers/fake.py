@@ -20,6 +20,8 @@ from corral.baremetal.drivers.base import (
     HardwareType,
     InvalidParameterValue,
     clean_step,
+    deploy_step,
+    service_step,
 )
 
 BOOT_DEVICES = ["pxe", "disk", "cdrom", "bios", "safe"]
@@ -81,12 +83,21 @@ class FakeConsole(_Fake):
         return {"type": "fake", "url": "fake://console"}
 
 
+_BIOS_ARGS = {
+    "settings": {
+        "description": "List of BIOS settings, each item needs to contain a dictionary with name/value pairs",
+        "required": True,
+    }
+}
+
+
 class FakeBios(_Fake):
     interface_type = "bios"
 
     def _delay(self) -> None:
         time.sleep(self.conf.fake.bios_delay)
 
+    @deploy_step(priority=0)
     @clean_step(priority=0)
     def factory_reset(self, task: Any) -> None:
         self._delay()
@@ -98,16 +109,8 @@ class FakeBios(_Fake):
         self._delay()
         record(task, "bios.cache_bios_settings")
 
-    @clean_step(
-        priority=0,
-        argsinfo={
-            "settings": {
-                "description": "List of BIOS settings, each item needs to contain a dictionary "
-                "with name/value pairs",
-                "required": True,
-            }
-        },
-    )
+    @deploy_step(priority=0, argsinfo=_BIOS_ARGS)
+    @clean_step(priority=0, argsinfo=_BIOS_ARGS)
     def apply_configuration(self, task: Any, settings: Any) -> None:
         self._delay()
         task.bios_settings(parse_bios_settings(settings), merge=True)
@@ -151,6 +154,7 @@ class FakeFirmware(_Fake):
 class FakeVendor(_Fake):
     interface_type = "vendor"
 
+    @service_step(requires_ramdisk=False)
     @clean_step(priority=1)
     def log_passthrough(self, task: Any) -> None:
         time.sleep(self.conf.fake.vendor_delay)
@@ -160,6 +164,7 @@ class FakeVendor(_Fake):
 class FakeDeploy(_Fake):
     interface_type = "deploy"
 
+    @deploy_step(priority=100)
     def deploy(self, task: Any) -> None:
         record(task, "deploy.deploy")
 
