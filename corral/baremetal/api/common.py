@@ -28,11 +28,30 @@ def json_body(state: BaremetalState, req: falcon.Request, *, required: bool = Tr
         raise BadRequest(f"Malformed JSON in request body: {error}") from None
 
 
+def node_target(node: dict[str, Any] | None) -> dict[str, str]:
+    if node is None:
+        return {}
+    return {"node.owner": node.get("owner") or "", "node.lessee": node.get("lessee") or ""}
+
+
 def authorize(state: BaremetalState, req: falcon.Request, rule: str, node: dict[str, Any] | None = None) -> None:
-    target = {}
-    if node is not None:
-        target = {"node.owner": node.get("owner") or "", "node.lessee": node.get("lessee") or ""}
-    state.policy.authorize(req.context, rule, target)
+    state.policy.authorize(req.context, rule, node_target(node))
+
+
+def allowed(state: BaremetalState, req: falcon.Request, rule: str, node: dict[str, Any] | None = None) -> bool:
+    return state.policy.allows(req.context, rule, node_target(node))
+
+
+# Fields a caller sees only with their own "baremetal:node:get:<field>" rule.
+REDACTED_FIELDS = ("last_error", "reservation", "driver_internal_info", "driver_info")
+
+
+def redact(state: BaremetalState, req: falcon.Request, node: dict[str, Any], body: dict[str, Any]) -> dict[str, Any]:
+    """Hide what the caller's policy does not let it read (a lessee sees less than the owner)."""
+    for field in REDACTED_FIELDS:
+        if field in body and not allowed(state, req, f"baremetal:node:get:{field}", node):
+            body[field] = f"** Value Redacted - Requires baremetal:node:get:{field} permission. **"
+    return body
 
 
 def can_see(req: falcon.Request, node: dict[str, Any]) -> bool:
@@ -52,7 +71,8 @@ def find_node(state: BaremetalState, req: falcon.Request, ident: str) -> dict[st
             node = node_db.get(conn, name=ident)
         else:
             node = None
-    if node is None or not can_see(req, node):
+    # A node the caller may not see does not exist for it (404, not 403).
+    if node is None or not (can_see(req, node) or allowed(state, req, "baremetal:node:get", node)):
         raise NotFound(f"Node {ident} could not be found.")
     return node
 

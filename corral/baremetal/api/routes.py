@@ -2,7 +2,18 @@
 
 from __future__ import annotations
 
-from corral.baremetal.api.handlers import allocations, drivers, management, node_states, nodes, root, traits
+from corral.baremetal.api.handlers import (
+    allocations,
+    deploy_templates,
+    drivers,
+    events,
+    management,
+    node_states,
+    nodes,
+    root,
+    runbooks,
+    traits,
+)
 from corral.core.http import Route
 
 ROUTES: list[Route] = [
@@ -13,4 +24,7 @@ ROUTES: list[Route] = [
     *management.ROUTES,
     *drivers.ROUTES,
     *allocations.ROUTES,
+    *deploy_templates.ROUTES,
+    *runbooks.ROUTES,
+    *events.ROUTES,
 ]

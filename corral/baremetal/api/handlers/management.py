@@ -13,13 +13,13 @@ from corral.core.http import Endpoint, Route, send_empty, send_json
 
 def get_boot_device(state: BaremetalState, req: falcon.Request, resp: falcon.Response, node_ident: str) -> None:
     node = common.find_node(state, req, node_ident)
-    common.authorize(state, req, "baremetal:node:get", node)
+    common.authorize(state, req, "baremetal:node:get_boot_device", node)
     send_json(resp, common.conductor_call(state, node, "get_boot_device"))
 
 
 def set_boot_device(state: BaremetalState, req: falcon.Request, resp: falcon.Response, node_ident: str) -> None:
     node = common.find_node(state, req, node_ident)
-    common.authorize(state, req, "baremetal:node:update", node)
+    common.authorize(state, req, "baremetal:node:set_boot_device", node)
     body = common.json_body(state, req)
     if not isinstance(body, dict) or not isinstance(body.get("boot_device"), str):
         raise BadRequest("Missing mandatory parameter: boot_device")
@@ -33,13 +33,13 @@ def set_boot_device(state: BaremetalState, req: falcon.Request, resp: falcon.Res
 def supported_boot_devices(state: BaremetalState, req: falcon.Request, resp: falcon.Response,
                            node_ident: str) -> None:
     node = common.find_node(state, req, node_ident)
-    common.authorize(state, req, "baremetal:node:get", node)
+    common.authorize(state, req, "baremetal:node:get_boot_device", node)
     send_json(resp, {"supported_boot_devices": common.conductor_call(state, node, "get_supported_boot_devices")})
 
 
 def inject_nmi(state: BaremetalState, req: falcon.Request, resp: falcon.Response, node_ident: str) -> None:
     node = common.find_node(state, req, node_ident)
-    common.authorize(state, req, "baremetal:node:update", node)
+    common.authorize(state, req, "baremetal:node:inject_nmi", node)
     body = common.json_body(state, req, required=False)
     if body not in (None, {}):
         raise BadRequest("Schema error for inject_nmi: the body must be empty")
@@ -52,13 +52,13 @@ def validate(state: BaremetalState, req: falcon.Request, resp: falcon.Response) 
     if not ident:
         raise BadRequest("Missing mandatory parameter: node")
     node = common.find_node(state, req, ident)
-    common.authorize(state, req, "baremetal:node:get", node)
+    common.authorize(state, req, "baremetal:node:validate", node)
     send_json(resp, common.conductor_call(state, node, "validate_driver_interfaces"))
 
 
 def validate_node(state: BaremetalState, req: falcon.Request, resp: falcon.Response, node_ident: str) -> None:
     node = common.find_node(state, req, node_ident)
-    common.authorize(state, req, "baremetal:node:get", node)
+    common.authorize(state, req, "baremetal:node:validate", node)
     send_json(resp, common.conductor_call(state, node, "validate_driver_interfaces"))
 
 
@@ -94,7 +94,7 @@ def show_bios(state: BaremetalState, req: falcon.Request, resp: falcon.Response,
 
 def set_raid(state: BaremetalState, req: falcon.Request, resp: falcon.Response, node_ident: str) -> None:
     node = common.find_node(state, req, node_ident)
-    common.authorize(state, req, "baremetal:node:update", node)
+    common.authorize(state, req, "baremetal:node:set_raid_state", node)
     body = common.json_body(state, req)
     if not isinstance(body, dict) or ("logical_disks" in body and not isinstance(body["logical_disks"], list)):
         raise BadRequest("Invalid target RAID configuration: 'logical_disks' must be a list")

@@ -54,6 +54,10 @@ def set_provision_state(state: BaremetalState, req: falcon.Request, resp: falcon
     common.authorize(state, req, "baremetal:node:set_provision_state", node)
     body = common.json_body(state, req)
     schemas.validate(schemas.PROVISION, body, "provision")
+    if body.get("runbook") is None:
+        for steps_field in ("clean_steps", "service_steps"):
+            if body.get(steps_field):
+                common.authorize(state, req, f"baremetal:node:set_provision_state:{steps_field}", node)
     target = body.get("target")
     if target is None:
         raise BadRequest("Missing mandatory parameter: target")
@@ -204,7 +208,7 @@ def set_maintenance(state: BaremetalState, req: falcon.Request, resp: falcon.Res
 
 def unset_maintenance(state: BaremetalState, req: falcon.Request, resp: falcon.Response, node_ident: str) -> None:
     node = common.find_node(state, req, node_ident)
-    common.authorize(state, req, "baremetal:node:set_maintenance", node)
+    common.authorize(state, req, "baremetal:node:clear_maintenance", node)
     common.conductor_call(state, node, "set_maintenance", maintenance=False)
     common.accepted(resp, f"{views.links.base(req)}/v1/nodes/{node_ident}")
 

@@ -147,7 +147,8 @@ def _full(state: BaremetalState, req: falcon.Request, node: dict[str, Any],
     with state.db.read() as conn:
         node = {**node, "allocation_uuid": allocation_db.uuids_by_id(conn, [node["allocation_id"]]).get(
             node["allocation_id"])}
-    return views.node_body(req, node, traits=traits, conductor=state.rpc.owner(node), fields=fields)
+    body = views.node_body(req, node, traits=traits, conductor=state.rpc.owner(node), fields=fields)
+    return common.redact(state, req, node, body)
 
 
 # -------------------------------------------------------------- list
@@ -207,10 +208,11 @@ def _filters(state: BaremetalState, req: falcon.Request) -> dict[str, Any]:
         filters["parent_node"] = _parent_uuid(state, req, filters["parent_node"])
     elif not include_children:
         filters["parent_node"] = None
-    if not req.context.is_admin:
-        if filters.get("project") not in (None, req.context.project_id):
+    if not common.allowed(state, req, "baremetal:node:list_all"):
+        # A project lists the nodes it owns or leases.
+        if not req.context.project_id or filters.get("project") not in (None, req.context.project_id):
             raise Forbidden("baremetal:node:list_all is disallowed by policy")
-        filters["project"] = req.context.project_id or ""
+        filters["project"] = req.context.project_id
     return filters
 
 
@@ -222,6 +224,7 @@ def _list(state: BaremetalState, req: falcon.Request, resp: falcon.Response, *, 
     limit, sort_key, sort_dir, marker = common.paging(
         state, req, sort_keys=node_db.SORT_KEYS, find_marker=lambda conn, uuid: node_db.get(conn, uuid=uuid), kind="Node"
     )
+    see_all = req.context.is_admin
     live = state.rpc.live()
     found: list[dict[str, Any]] = []
     with state.db.read() as conn:
@@ -244,9 +247,10 @@ def _list(state: BaremetalState, req: falcon.Request, resp: falcon.Response, *, 
         node["allocation_uuid"] = allocation_uuids.get(node["allocation_id"])
         owner = state.rpc.owner(node, live)
         if detail:
-            items.append(views.node_body(req, node, traits=traits[node["id"]], conductor=owner))
+            item = views.node_body(req, node, traits=traits[node["id"]], conductor=owner)
         else:
-            items.append(views.list_item(req, node, fields=fields, traits=traits[node["id"]], conductor=owner))
+            item = views.list_item(req, node, fields=fields, traits=traits[node["id"]], conductor=owner)
+        items.append(item if see_all else common.redact(state, req, node, item))
     body: dict[str, Any] = {"nodes": items}
     if found and len(found) == limit:
         query = {"sort_key": sort_key, "sort_dir": sort_dir}
@@ -273,9 +277,9 @@ def show(state: BaremetalState, req: falcon.Request, resp: falcon.Response, node
 
 def patch(state: BaremetalState, req: falcon.Request, resp: falcon.Response, node_ident: str) -> None:
     node = common.find_node(state, req, node_ident)
-    common.authorize(state, req, "baremetal:node:update", node)
     operations = common.json_body(state, req)
     schemas.validate(schemas.PATCH, operations, "patch")
+    _authorize_patch(state, req, node, operations)
     reset_interfaces = _reset_interfaces(req)
     for operation in operations:
         field = _patch_field(req, operation["path"])
@@ -340,6 +344,42 @@ def patch(state: BaremetalState, req: falcon.Request, resp: falcon.Response, nod
         updated = node_db.get(conn, node_id=node["id"])
     assert updated is not None
     send_json(resp, _full(state, req, updated))
+
+
+# Fields with a policy rule of their own; the others need "baremetal:node:update".
+PATCH_RULES = {
+    "driver_info": "baremetal:node:update:driver_info",
+    "properties": "baremetal:node:update:properties",
+    "chassis_uuid": "baremetal:node:update:chassis_uuid",
+    "instance_uuid": "baremetal:node:update:instance_uuid",
+    "lessee": "baremetal:node:update:lessee",
+    "owner": "baremetal:node:update:owner",
+    "driver": "baremetal:node:update:driver_interfaces",
+    **{f"{name}_interface": "baremetal:node:update:driver_interfaces" for name in INTERFACE_TYPES},
+    "network_data": "baremetal:node:update:network_data",
+    "conductor_group": "baremetal:node:update:conductor_group",
+    "name": "baremetal:node:update:name",
+    "retired": "baremetal:node:update:retired",
+    "retired_reason": "baremetal:node:update:retired",
+    "shard": "baremetal:node:update:shard",
+    "parent_node": "baremetal:node:update:parent_node",
+    "disable_power_off": "baremetal:node:update:disable_power_off",
+    "extra": "baremetal:node:update_extra",
+    "instance_info": "baremetal:node:update_instance_info",
+}
+
+
+def _authorize_patch(state: BaremetalState, req: falcon.Request, node: dict[str, Any],
+                     operations: list[dict[str, Any]]) -> None:
+    rules = []
+    for operation in operations:
+        rule = PATCH_RULES.get(_patch_field(req, operation["path"]), "baremetal:node:update")
+        if rule not in rules:
+            rules.append(rule)
+        if rule == "baremetal:node:update:owner" and node["provision_state"] == states.ACTIVE:
+            rules.append("baremetal:node:update_owner_provisioned")
+    for rule in rules or ["baremetal:node:update"]:
+        common.authorize(state, req, rule, node)
 
 
 def _patch_field(req: falcon.Request, path: str) -> str:
