@@ -14,7 +14,14 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from corral.baremetal.db import json_columns
-from corral.baremetal.db.tables import bios_settings, node_traits, nodes
+from corral.baremetal.db.tables import (
+    bios_settings,
+    firmware_components,
+    node_history,
+    node_inventory,
+    node_traits,
+    nodes,
+)
 
 JSON_FIELDS = (
     "driver_info",
@@ -81,9 +88,12 @@ def update(conn: Connection, node_id: int, values: Mapping[str, Any], *,
 
 
 def delete(conn: Connection, node_id: int) -> None:
-    # DELETE FROM node_traits WHERE node_id = :id; DELETE FROM bios_settings ...; DELETE FROM nodes ...
+    # DELETE FROM node_traits WHERE node_id = :id; DELETE FROM bios_settings ...; DELETE FROM node_history ...;
+    # DELETE FROM node_inventory ...; DELETE FROM firmware_information ...; DELETE FROM nodes ...
     conn.execute(node_traits.delete().where(node_traits.c.node_id == node_id))
     conn.execute(bios_settings.delete().where(bios_settings.c.node_id == node_id))
+    for table in (node_history, node_inventory, firmware_components):
+        conn.execute(table.delete().where(table.c.node_id == node_id))
     conn.execute(nodes.delete().where(nodes.c.id == node_id))
 
 
