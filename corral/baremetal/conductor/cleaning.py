@@ -63,7 +63,8 @@ def fail(task: Any, message: str, *, event: str = "fail") -> None:
 
 
 def finish(task: Any) -> None:
-    manual = task.node["target_provision_state"] == states.MANAGEABLE
+    # Manual cleaning returns to manageable; so does a retired node, which is not to be used again.
+    manual = task.node["target_provision_state"] == states.MANAGEABLE or bool(task.node.get("retired"))
     task.process_event(
         "manage" if manual else "done", clean_step={}, driver_internal_info=wipe_cleaning_info(task.internal_info)
     )

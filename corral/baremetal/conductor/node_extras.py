@@ -56,9 +56,9 @@ class NodeExtras:
         with self._locked(node_id) as task:
             return str(_call(_management(task, "get_indicator_state"), task, component, indicator))
 
-    def set_indicator_state(self: Conductor, node_id: int, component: str, indicator: str, state: str) -> None:
+    def set_indicator_state(self: Conductor, node_id: int, component: str, indicator: str, target: str) -> None:
         with self._locked(node_id) as task:
-            _call(_management(task, "set_indicator_state"), task, component, indicator, state)
+            _call(_management(task, "set_indicator_state"), task, component, indicator, target)
 
     def get_virtual_media(self: Conductor, node_id: int) -> list[dict[str, Any]]:
         with self._locked(node_id) as task:

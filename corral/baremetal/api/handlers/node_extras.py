@@ -83,7 +83,7 @@ def set_indicator(state: BaremetalState, req: falcon.Request, resp: falcon.Respo
         raise BadRequest("Missing mandatory parameter: state")
     component, name = _split_indicator(indicator)
     common.conductor_call(state, node, "set_indicator_state", component=component, indicator=name,
-                          state=body["state"])
+                          target=body["state"])
     send_empty(resp, 204)
 
 
