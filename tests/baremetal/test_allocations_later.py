@@ -97,3 +97,14 @@ def test_owner_from_1_60(baremetal) -> None:
     assert settled(client, "a1")["state"] == "active"
     assert "owner" not in baremetal.client(version="1.59").get("/v1/allocations/a1").json()
     assert [item["name"] for item in client.get("/v1/allocations?owner=p1").json()["allocations"]] == ["a1"]
+
+
+def test_duplicate_uuid_of_an_active_allocation(baremetal) -> None:
+    client = baremetal.client()
+    available_node(baremetal, client, "n1")
+    first = allocate(client, name="a1")
+    assert settled(client, "a1")["state"] == "active"
+    response = client.post("/v1/allocations", json={"resource_class": "rc", "uuid": first["uuid"]})
+    assert response.status_code == 409
+    assert faultstring(response) == f"An allocation with UUID {first['uuid']} already exists."
+    assert len(client.get("/v1/allocations").json()["allocations"]) == 1

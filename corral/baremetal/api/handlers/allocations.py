@@ -205,8 +205,12 @@ def create(state: BaremetalState, req: falcon.Request, resp: falcon.Response) ->
     with state.db.read() as conn:
         candidates, missing = conductor_allocations.candidate_uuids(conn, body.get("candidate_nodes") or [])
         associated = node_db.list_nodes(conn, {"instance_uuid": allocation_uuid}, limit=1)
+        existing = allocation_db.get(conn, uuid=allocation_uuid)
     if missing:
         raise BadRequest(f"Nodes cannot be found: {', '.join(missing)}")
+    if existing is not None:
+        # An active allocation's UUID is also its node's instance UUID: name the allocation.
+        raise Conflict(f"An allocation with UUID {allocation_uuid} already exists.")
     if associated:
         raise Conflict(f"Instance {allocation_uuid} is already associated with node {associated[0]['uuid']}.")
     owner = body.get("owner")
