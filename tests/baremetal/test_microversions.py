@@ -231,3 +231,68 @@ def test_provision_parameters_exist_from_their_version(baremetal) -> None:
     response = baremetal.client(version="1.91").put("/v1/nodes/n1/states/provision",
                                                     json={"target": "clean", "runbook": "rb"})
     assert response.status_code == 406
+
+
+def test_json_suffix_is_part_of_names_from_1_91(baremetal) -> None:
+    create(baremetal.client(), name="n1")
+    assert baremetal.client(version="1.90").get("/v1/nodes/n1.json").json()["name"] == "n1"
+    response = baremetal.client(version="1.91").get("/v1/nodes/n1.json")
+    assert response.status_code == 404
+    assert faultstring(response) == "Node n1.json could not be found."
+
+
+def test_configdrive_objects_from_1_56_and_vendor_data_from_1_59(baremetal) -> None:
+    from tests.baremetal.test_provisioning import available
+
+    client = baremetal.client()
+    available(client)
+    drive = {"meta_data": {"hostname": "h"}, "user_data": "#!/bin/sh"}
+    response = baremetal.client(version="1.55").put("/v1/nodes/n1/states/provision",
+                                                    json={"target": "active", "configdrive": drive})
+    assert response.status_code == 400
+    assert faultstring(response) == ("Providing a JSON object for configdrive is only supported starting with API "
+                                     "version 1.56")
+    response = baremetal.client(version="1.58").put("/v1/nodes/n1/states/provision", json={
+        "target": "active", "configdrive": {**drive, "vendor_data": {}}})
+    assert response.status_code == 400
+    assert faultstring(response).endswith("starting with API version 1.59")
+    response = client.put("/v1/nodes/n1/states/provision", json={"target": "active", "configdrive": "not base64!"})
+    assert response.status_code == 400
+    assert faultstring(response) == "Invalid configdrive format: it is neither a JSON, nor a URL, nor a base64 string"
+    response = client.put("/v1/nodes/n1/states/provision", json={"target": "active", "configdrive": {"bogus": 1}})
+    assert response.status_code == 400
+    assert faultstring(response).startswith("Invalid configdrive format: Additional properties are not allowed")
+    response = client.put("/v1/nodes/n1/states/provision", json={"target": "active", "bogus": 1})
+    assert response.status_code == 400
+    assert faultstring(response) == ("Schema error for provision: Additional properties are not allowed ('bogus' "
+                                     "was unexpected)")
+    assert client.put("/v1/nodes/n1/states/provision", json={"target": "active",
+                                                             "configdrive": drive}).status_code == 202
+
+
+def test_bios_registry_fields_from_1_74(baremetal) -> None:
+    from tests.baremetal.test_provisioning import manageable, provision
+    from tests.baremetal.support import wait_for_state
+
+    client = baremetal.client()
+    node = manageable(client)
+    provision(client, "n1", "clean", clean_steps=[{"interface": "bios", "step": "apply_configuration",
+                                                    "args": {"settings": [{"name": "a", "value": "b"}]}}])
+    wait_for_state(client, "n1", "manageable", changed_since=node["provision_updated_at"])
+    old = baremetal.client(version="1.73")
+    assert list(old.get("/v1/nodes/n1/bios").json()["bios"][0]) == ["name", "value", "created_at", "updated_at",
+                                                                    "links"]
+    assert old.get("/v1/nodes/n1/bios?detail=true").status_code == 406
+    assert "attribute_type" not in old.get("/v1/nodes/n1/bios/a").json()["a"]
+    detail = client.get("/v1/nodes/n1/bios?detail=true").json()["bios"][0]
+    assert detail["attribute_type"] is None and detail["read_only"] is None
+    assert "attribute_type" in client.get("/v1/nodes/n1/bios/a").json()["a"]
+    assert list(client.get("/v1/nodes/n1/bios?fields=name").json()["bios"][0]) == ["name", "links"]
+
+
+def test_driver_fields_from_1_77(baremetal) -> None:
+    assert baremetal.client(version="1.76").get("/v1/drivers?fields=name").status_code == 406
+    drivers = baremetal.client(version="1.77").get("/v1/drivers?fields=name,hosts").json()["drivers"]
+    assert drivers and all(set(item) == {"name", "hosts"} for item in drivers)
+    one = baremetal.client().get("/v1/drivers/fake-hardware?fields=name").json()
+    assert one == {"name": "fake-hardware"}

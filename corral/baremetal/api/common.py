@@ -64,17 +64,23 @@ def can_see(req: falcon.Request, node: dict[str, Any]) -> bool:
 
 def find_node(state: BaremetalState, req: falcon.Request, ident: str) -> dict[str, Any]:
     """The node named by UUID or (from 1.5) by name; 404 when absent or not visible."""
-    with state.db.read() as conn:
-        if uuidutils.is_uuid_like(ident):
-            node = node_db.get(conn, uuid=ident)
-        elif req.context.at_least(1, 5):
-            node = node_db.get(conn, name=ident)
-        else:
-            node = None
+    node = _lookup(state, req, ident)
+    if node is None and ident.endswith(".json") and not req.context.at_least(1, 91):
+        # Before 1.91 a trailing ".json" asked for JSON rather than naming the node.
+        node = _lookup(state, req, ident.removesuffix(".json"))
     # A node the caller may not see does not exist for it (404, not 403).
     if node is None or not (can_see(req, node) or allowed(state, req, "baremetal:node:get", node)):
         raise NotFound(f"Node {ident} could not be found.")
     return node
+
+
+def _lookup(state: BaremetalState, req: falcon.Request, ident: str) -> dict[str, Any] | None:
+    with state.db.read() as conn:
+        if uuidutils.is_uuid_like(ident):
+            return node_db.get(conn, uuid=ident)
+        if req.context.at_least(1, 5):
+            return node_db.get(conn, name=ident)
+    return None
 
 
 def traits_of(state: BaremetalState, node_ids: list[int]) -> dict[int, list[str]]:

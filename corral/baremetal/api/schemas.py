@@ -183,6 +183,17 @@ DEPLOY_STEPS = {
     },
 }
 
+CONFIGDRIVE = {
+    "type": "object",
+    "properties": {
+        "meta_data": {"type": "object"},
+        "network_data": {"type": "object"},
+        "user_data": {"type": ["object", "array", "string", "null"]},
+        "vendor_data": {"type": "object"},
+    },
+    "additionalProperties": False,
+}
+
 PROVISION = {
     "type": "object",
     "properties": {

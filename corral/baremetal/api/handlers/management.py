@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import falcon
+from oslo_utils import strutils
 
 from corral.baremetal.api import common, views
 from corral.baremetal.api.state import BaremetalState
@@ -62,23 +63,43 @@ def validate_node(state: BaremetalState, req: falcon.Request, resp: falcon.Respo
     send_json(resp, common.conductor_call(state, node, "validate_driver_interfaces"))
 
 
+BIOS_REGISTRY_VERSION = (1, 74)
+# What a BIOS registry tells about a setting (1.74); the fake BIOS has no registry.
+BIOS_REGISTRY_FIELDS = ("attribute_type", "allowable_values", "lower_bound", "max_length", "min_length",
+                        "read_only", "reset_required", "unique", "upper_bound")
+
+
 def _bios_item(req: falcon.Request, node: dict, setting: dict, detail: bool = False) -> dict:
     item = {
         "name": setting["name"],
         "value": setting["value"],
         "created_at": views.timestamp(setting["created_at"]),
         "updated_at": views.timestamp(setting["updated_at"]),
-        "links": views.links.resource(req, "nodes", node["uuid"], f"/bios/{setting['name']}"),
     }
+    if detail:
+        item.update({field: setting.get(field) for field in BIOS_REGISTRY_FIELDS})
+    item["links"] = views.links.resource(req, "nodes", node["uuid"], f"/bios/{setting['name']}")
     return item
 
 
 def list_bios(state: BaremetalState, req: falcon.Request, resp: falcon.Response, node_ident: str) -> None:
     node = common.find_node(state, req, node_ident)
     common.authorize(state, req, "baremetal:node:bios:get", node)
+    detail = req.get_param("detail")
+    fields = req.get_param("fields")
+    if (detail is not None or fields is not None) and not req.context.at_least(*BIOS_REGISTRY_VERSION):
+        raise views.not_acceptable(BIOS_REGISTRY_VERSION)
+    is_detail = detail is not None and strutils.bool_from_string(detail)
     with state.db.read() as conn:
         settings = node_db.bios_of(conn, node["id"])
-    send_json(resp, {"bios": [_bios_item(req, node, setting) for setting in settings]})
+    items = [_bios_item(req, node, setting, detail=is_detail or fields is not None) for setting in settings]
+    if fields is not None:
+        wanted = {field.strip() for field in fields.split(",") if field.strip()}
+        unknown = wanted - {"name", "value", "created_at", "updated_at", *BIOS_REGISTRY_FIELDS}
+        if unknown:
+            raise BadRequest(f'Field(s) "{", ".join(sorted(unknown))}" are not valid')
+        items = [{key: value for key, value in item.items() if key in wanted or key == "links"} for item in items]
+    send_json(resp, {"bios": items})
 
 
 def show_bios(state: BaremetalState, req: falcon.Request, resp: falcon.Response, node_ident: str,
@@ -89,7 +110,8 @@ def show_bios(state: BaremetalState, req: falcon.Request, resp: falcon.Response,
         settings = {setting["name"]: setting for setting in node_db.bios_of(conn, node["id"])}
     if setting_name not in settings:
         raise NotFound(f"Node {node['uuid']} doesn't have a BIOS setting '{setting_name}'")
-    send_json(resp, {setting_name: _bios_item(req, node, settings[setting_name])})
+    detail = req.context.at_least(*BIOS_REGISTRY_VERSION)
+    send_json(resp, {setting_name: _bios_item(req, node, settings[setting_name], detail=detail)})
 
 
 def set_raid(state: BaremetalState, req: falcon.Request, resp: falcon.Response, node_ident: str) -> None:

@@ -29,6 +29,8 @@ VERB_VERSIONS = {
     "unhold": (1, 85),
     "service": (1, 87),
 }
+CONFIGDRIVE_OBJECT_VERSION = (1, 56)
+CONFIGDRIVE_VENDOR_DATA_VERSION = (1, 59)
 DEPLOY_STEPS_VERSION = (1, 69)
 CLEAN_DISABLE_RAMDISK_VERSION = (1, 70)
 SERVICE_DISABLE_RAMDISK_VERSION = (1, 108)
@@ -97,8 +99,7 @@ def set_provision_state(state: BaremetalState, req: falcon.Request, resp: falcon
             raise BadRequest('"deploy_steps" is only valid when setting target provision state to active or rebuild')
         schemas.validate_full(schemas.DEPLOY_STEPS, deploy_steps, "Invalid deploy_steps")
         deploy_steps = [{**step, "priority": int(step["priority"])} for step in deploy_steps]
-    if body.get("configdrive") is not None and target not in ("active", "deploy", "rebuild"):
-        raise BadRequest("Adding a config drive is only supported when setting provision state to active or rebuild")
+    _check_configdrive(req, target, body.get("configdrive"))
     if target == "rescue":
         password = body.get("rescue_password")
         if not password or not str(password).strip():
@@ -121,6 +122,26 @@ def set_provision_state(state: BaremetalState, req: falcon.Request, resp: falcon
         deploy_steps=deploy_steps, service_steps=service_steps, disable_ramdisk=bool(disable_ramdisk),
     )
     common.accepted(resp, _states_location(req, node_ident))
+
+
+_B64_ALPHABET = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/=\n\r\t ")
+
+
+def _check_configdrive(req: falcon.Request, target: str, configdrive: Any) -> None:
+    """A config drive: base64 text or a URL, or (1.56) an object to build one from ((1.59) with vendor_data)."""
+    if not configdrive:
+        return
+    if target not in ("active", "deploy", "rebuild"):
+        raise BadRequest("Adding a config drive is only supported when setting provision state to active, rebuild")
+    if isinstance(configdrive, dict):
+        schemas.validate_full(schemas.CONFIGDRIVE, configdrive, "Invalid configdrive format")
+        if not req.context.at_least(*CONFIGDRIVE_OBJECT_VERSION):
+            raise BadRequest("Providing a JSON object for configdrive is only supported starting with API version "
+                             "1.56")
+        if "vendor_data" in configdrive and not req.context.at_least(*CONFIGDRIVE_VENDOR_DATA_VERSION):
+            raise BadRequest("Providing vendor_data in configdrive is only supported starting with API version 1.59")
+    elif "://" not in configdrive and set(configdrive) - _B64_ALPHABET:
+        raise BadRequest("Invalid configdrive format: it is neither a JSON, nor a URL, nor a base64 string")
 
 
 def _check_disable_ramdisk(req: falcon.Request, target: str, disable_ramdisk: Any) -> None:
