@@ -48,9 +48,6 @@ RUNBOOK_ADMIN = _any(SYSTEM_MEMBER, "role:manager and project_id:%(runbook.owner
 RUNBOOK_READER = _any(SYSTEM_READER, "role:reader and project_id:%(runbook.owner)s", "role:service")
 RUNBOOK_CREATOR = _any(SYSTEM_MEMBER, "role:manager", "role:service")
 
-# Kept for callers that name the old composite.
-OWNER_OR_LESSEE = SYSTEM_OR_PROJECT_READER
-
 _RULES: tuple[tuple[str, str, str], ...] = (
     ("baremetal:node:create", SYSTEM_ADMIN, "Create a node."),
     ("baremetal:node:list", API_READER, "List the nodes a project owns or leases."),
