@@ -296,3 +296,24 @@ def test_driver_fields_from_1_77(baremetal) -> None:
     assert drivers and all(set(item) == {"name", "hosts"} for item in drivers)
     one = baremetal.client().get("/v1/drivers/fake-hardware?fields=name").json()
     assert one == {"name": "fake-hardware"}
+
+
+@pytest.mark.parametrize(
+    ("path", "value", "message"),
+    [
+        ("/instance_uuid", "1234", "Expected UUID for instance_uuid: 1234"),
+        ("/maintenance", "perhaps", "Invalid maintenance: Unrecognized value 'perhaps'"),
+        ("/name", "bad name!", "Cannot change name to invalid name 'bad name!'"),
+        ("/description", 5, "Schema error for node: 5 is not of type 'string', 'null'"),
+        ("/network_data", {"links": 1}, "Invalid network_data: "),
+        ("/parent_node", "ghost", "Node ghost could not be found."),
+    ],
+)
+def test_patch_format_errors_use_upstream_wording(baremetal, path, value, message) -> None:
+    client = baremetal.client()
+    node = create(client, name="n1")
+    response = client.patch("/v1/nodes/n1", json=[{"op": "add", "path": path, "value": value}])
+    assert response.status_code == 400, response.text
+    text = faultstring(response)
+    assert text.startswith(message) or text == f"Node {node['uuid']}: {message}", text
+    assert client.get("/v1/nodes/n1").json()["updated_at"] is None
