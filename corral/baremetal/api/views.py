@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime
+import functools
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -116,44 +117,51 @@ def timestamp(value: datetime.datetime | None) -> str | None:
     return value.replace(tzinfo=datetime.UTC).isoformat()
 
 
+@functools.cache
+def fields_at(major: int, minor: int) -> tuple[str, ...]:
+    """The node fields shown at a microversion, in wire order (computed once per version)."""
+    return tuple(field for field in NODE_FIELDS
+                 if field not in FIELD_VERSIONS or (major, minor) >= FIELD_VERSIONS[field])
+
+
 def node_body(req: falcon.Request, node: Mapping[str, Any], *, traits: Sequence[str] = (),
               conductor: str | None = None, fields: Iterable[str] | None = None) -> dict[str, Any]:
-    wanted = None if fields is None else {*fields, "links"}
-    body: dict[str, Any] = {}
-    for field in NODE_FIELDS:
-        if wanted is not None and field not in wanted:
-            continue
-        if not visible(field, req):
-            continue
-        body[field] = _value(req, node, field, traits, conductor)
-    return body
+    version = req.context.version
+    shown = fields_at(version.major, version.minor) if version is not None else NODE_FIELDS
+    if fields is not None:
+        wanted = {*fields, "links"}
+        shown = tuple(field for field in shown if field in wanted)
+    return {field: _value(req, node, field, traits, conductor) for field in shown}
+
+
+_BOOLEANS = frozenset({"retired", "protected", "maintenance", "console_enabled", "disable_power_off"})
+# Fields not read straight from the node row: field -> (req, node, traits, conductor) -> value.
+_COMPUTED: dict[str, Any] = {
+    "links": lambda req, node, traits, conductor: links.resource(req, "nodes", node["uuid"]),
+    **{name: (lambda req, node, traits, conductor, name=name: links.resource(req, "nodes", node["uuid"],
+                                                                            f"/{name}"))
+       for name in LINK_FIELDS},
+    "traits": lambda req, node, traits, conductor: list(traits),
+    "conductor": lambda req, node, traits, conductor: conductor,
+    "allocation_uuid": lambda req, node, traits, conductor: node.get("allocation_uuid"),
+    "chassis_uuid": lambda req, node, traits, conductor: None,
+    "provision_state": lambda req, node, traits, conductor: shown_provision_state(req, node["provision_state"]),
+    "target_provision_state": lambda req, node, traits, conductor: shown_provision_state(
+        req, node["target_provision_state"]),
+    "conductor_group": lambda req, node, traits, conductor: node.get("conductor_group") or "",
+}
 
 
 def _value(req: falcon.Request, node: Mapping[str, Any], field: str, traits: Sequence[str],
            conductor: str | None) -> Any:
-    if field == "links":
-        return links.resource(req, "nodes", node["uuid"])
-    if field in LINK_FIELDS:
-        return links.resource(req, "nodes", node["uuid"], f"/{field}")
-    if field == "traits":
-        return list(traits)
-    if field == "conductor":
-        return conductor
-    if field == "allocation_uuid":
-        return node.get("allocation_uuid")
-    if field == "chassis_uuid":
-        return None
-    if field == "provision_state":
-        return shown_provision_state(req, node["provision_state"])
-    if field == "target_provision_state":
-        return shown_provision_state(req, node["target_provision_state"])
+    computed = _COMPUTED.get(field)
+    if computed is not None:
+        return computed(req, node, traits, conductor)
     value = node.get(field)
     if isinstance(value, datetime.datetime):
         return timestamp(value)
-    if field in ("retired", "protected", "maintenance", "console_enabled", "disable_power_off"):
+    if field in _BOOLEANS:
         return bool(value)
-    if field == "conductor_group":
-        return value or ""
     return value
 
 

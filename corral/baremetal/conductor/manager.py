@@ -19,7 +19,7 @@ from oslo_config import cfg
 
 from corral.baremetal import conf as baremetal_conf
 from corral.baremetal.conductor import allocations, cleaning, node_extras, power, provisioning, steps
-from corral.baremetal.conductor.hash_ring import HashRing
+from corral.baremetal.conductor.hash_ring import ring_for
 from corral.baremetal.conductor.task import Task, invalid_action
 from corral.baremetal.db import conductors as conductor_db
 from corral.baremetal.db import nodes as node_db
@@ -510,4 +510,4 @@ def owner_of(node: Mapping[str, Any], live: Sequence[Mapping[str, Any]]) -> str 
         for conductor in live
         if (conductor["conductor_group"] or "") == group and node["driver"] in conductor["drivers"]
     ]
-    return HashRing(hosts).owner(node["uuid"])
+    return ring_for(hosts).owner(node["uuid"])
