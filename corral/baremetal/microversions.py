@@ -1,7 +1,9 @@
 """Bare Metal microversions: the one canonical list.
 
 Every version this service implements, oldest first, with what it
-changed.  Requests without a version header get the oldest (1.1), as
+changed (upstream Ironic's history).  Entries in parentheses belong to
+resources or agent endpoints other modules serve; the version still counts
+for negotiation.  Requests without a version header get the oldest (1.1), as
 upstream answers.  The newest listed version is the maximum advertised;
 clients negotiate down to it.
 """
@@ -68,6 +70,69 @@ VERSIONS = (
     "1.50",  # owner on nodes and its filter
     "1.51",  # description on nodes; ?description_contains=
     "1.52",  # allocations: /v1/allocations, /v1/nodes/{node}/allocation, allocation_uuid on nodes
+    "1.53",  # (ports: is_smartnic)
+    "1.54",  # POST /v1/events (network events, validated and stored)
+    "1.55",  # deploy templates: /v1/deploy_templates
+    "1.56",  # configdrive may be a JSON object (meta_data, network_data, user_data)
+    "1.57",  # PATCH /v1/allocations/{allocation} (name, extra)
+    "1.58",  # allocation backfill: "node" on allocation create
+    "1.59",  # configdrive object may carry vendor_data
+    "1.60",  # owner on allocations and its filter
+    "1.61",  # retired / retired_reason on nodes; ?retired= filter
+    "1.62",  # (agent token in lookup and heartbeat)
+    "1.63",  # /v1/nodes/{node}/management/indicators
+    "1.64",  # (ports: network_type in local_link_connection)
+    "1.65",  # lessee on nodes and its filter
+    "1.66",  # network_data on nodes
+    "1.67",  # (VIF attach names a port or port group)
+    "1.68",  # (agent_verify_ca in heartbeat)
+    "1.69",  # deploy_steps with the deploy and rebuild verbs
+    "1.70",  # disable_ramdisk with manual cleaning
+    "1.71",  # (scope-based roles: a marker, no wire change)
+    "1.72",  # (agent status in heartbeat)
+    "1.73",  # the deploy and undeploy verbs (aliases of active and deleted)
+    "1.74",  # BIOS registry fields on /v1/nodes/{node}/bios (detail)
+    "1.75",  # boot_mode / secure_boot on nodes and node states
+    "1.76",  # PUT /v1/nodes/{node}/states/boot_mode and .../states/secure_boot
+    "1.77",  # ?fields= on the driver list and driver detail
+    "1.78",  # node history: /v1/nodes/{node}/history
+    "1.79",  # allocations prefer the node named like the allocation
+    "1.80",  # projects may create and delete their own nodes (policy marker)
+    "1.81",  # node inventory: /v1/nodes/{node}/inventory
+    "1.82",  # shard on nodes, ?shard= / ?sharded= filters, /v1/shards
+    "1.83",  # parent_node on nodes, /v1/nodes/{node}/children, ?parent_node= / ?include_children=
+    "1.84",  # (ramdisk callback to continue inspection)
+    "1.85",  # the unhold verb
+    "1.86",  # firmware_interface on nodes; /v1/nodes/{node}/firmware
+    "1.87",  # servicing: the service verb with service_steps; service_step on nodes
+    "1.88",  # (ports: name)
+    "1.89",  # virtual media attach/detach: /v1/nodes/{node}/vmedia
+    "1.90",  # (ports: OVN VTEP switch in local_link_connection)
+    "1.91",  # a trailing .json is part of the resource name
+    "1.92",  # runbooks: /v1/runbooks, "runbook" with clean and service
+    "1.93",  # GET /v1/nodes/{node}/vmedia
+    "1.94",  # (ports: node given by name)
+    "1.95",  # disable_power_off on nodes
+    "1.96",  # (inspection rules)
+    "1.97",  # (ports: description)
+    "1.98",  # patch paths may escape ~ and / in keys (~0, ~1)
+    "1.99",  # (ports and port groups: conductor_group filter)
+    "1.100", # (ports: vendor)
+    "1.101", # (ports: category)
+    "1.102", # (port groups: physical_network)
+    "1.103", # (port groups: category)
+    "1.104", # instance_name on nodes and its filter
+    "1.105", # (ports: OVN VTEP switch removed)
+    "1.106", # (port groups: shard filter)
+    "1.107", # X-OpenStack-Request-Id accepted from clients (no body change)
+    "1.108", # disable_ramdisk with servicing
+    "1.109", # health on nodes
+    "1.110", # abort from wait call-back (deploying)
+    "1.111", # (ports and port groups: dynamic port groups)
+    "1.112", # runbook traits: /v1/runbooks/{runbook}/traits, description on runbooks
+    "1.113", # node history visible to node owners and lessees
+    "1.114", # vendor, model, serial_number on firmware components
+    "1.115", # provision_state, target_provision_state, duration_seconds on node history
 )
 
 

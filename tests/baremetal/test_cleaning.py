@@ -97,7 +97,7 @@ def test_clean_request_validation(baremetal) -> None:
     assert "'step' is a required property" in faultstring(response)
     response = clean(client, [{"interface": "bios", "step": "factory_reset", "args": []}])
     assert response.status_code == 400
-    response = provision(client, "n1", "manage", clean_steps=[{"interface": "bios", "step": "factory_reset"}])
+    response = provision(client, "n1", "provide", clean_steps=[{"interface": "bios", "step": "factory_reset"}])
     assert response.status_code == 400
     assert faultstring(response) == '"clean_steps" is only valid when setting target provision state to clean'
     old = baremetal.client("1.14")

@@ -192,3 +192,48 @@ def test_openstacksdk_ports_and_vifs(baremetal, client_backend) -> None:
     proxy.delete_node(node)
     assert list(proxy.ports()) == [] and list(proxy.port_groups()) == []
     proxy.delete_chassis(chassis)
+
+
+def test_openstack_baremetal_cli_later_resources(baremetal, client_backend) -> None:
+    steps = json.dumps([{"interface": "bios", "step": "factory_reset", "args": {}, "priority": 120}])
+    created = json.loads(_cli(baremetal, "deploy", "template", "create", "CUSTOM_RESET", "--steps", steps,
+                              "-f", "json"))
+    assert created["name"] == "CUSTOM_RESET"
+    listed = json.loads(_cli(baremetal, "deploy", "template", "list", "-f", "json"))
+    assert [item.get("Name", item.get("name")) for item in listed] == ["CUSTOM_RESET"], listed
+    _cli(baremetal, "deploy", "template", "set", "CUSTOM_RESET", "--extra", "k=v")
+    shown = json.loads(_cli(baremetal, "deploy", "template", "show", "CUSTOM_RESET", "-f", "json"))
+    assert shown["extra"] == {"k": "v"}
+    _cli(baremetal, "node", "create", "--driver", "fake-hardware", "--name", "cli2", "--owner", "p1",
+         "--lessee", "p2", "--shard", "s1", "--description", "later fields")
+    _cli(baremetal, "node", "set", "cli2", "--retired", "--retired-reason", "old")
+    node = json.loads(_cli(baremetal, "node", "show", "cli2", "-f", "json"))
+    assert (node["owner"], node["lessee"], node["shard"], node["retired"], node["retired_reason"]) == (
+        "p1", "p2", "s1", True, "old")
+    history = json.loads(_cli(baremetal, "node", "history", "list", "cli2", "-f", "json"))
+    assert history == []
+    shards = json.loads(_cli(baremetal, "shard", "list", "-f", "json"))
+    assert {"name": "s1", "count": 1} in shards
+    _cli(baremetal, "deploy", "template", "delete", "CUSTOM_RESET")
+    assert json.loads(_cli(baremetal, "deploy", "template", "list", "-f", "json")) == []
+
+
+@pytest.mark.filterwarnings("ignore::openstack.warnings._RemovedInSDKWarning")
+def test_openstacksdk_later_resources(baremetal, client_backend) -> None:
+    openstack = pytest.importorskip("openstack")
+    conn = openstack.connect(
+        auth_type="admin_token", token="admin", endpoint=baremetal.url, baremetal_endpoint_override=baremetal.url,
+        load_yaml_config=False, load_envvars=False,
+    )
+    proxy = conn.baremetal
+    template = proxy.create_deploy_template(
+        name="CUSTOM_SDK", steps=[{"interface": "bios", "step": "factory_reset", "args": {}, "priority": 110}])
+    assert [found.name for found in proxy.deploy_templates()] == ["CUSTOM_SDK"]
+    proxy.update_deploy_template(template, extra={"a": "b"})
+    assert proxy.get_deploy_template("CUSTOM_SDK").extra == {"a": "b"}
+    node = proxy.create_node(driver="fake-hardware", name="sdk2", lessee="p2", description="d")
+    fetched = proxy.get_node("sdk2")
+    assert (fetched.lessee, fetched.description, fetched.is_retired) == ("p2", "d", False)
+    proxy.delete_deploy_template(template)
+    proxy.delete_node(node)
+    assert list(proxy.deploy_templates()) == []

@@ -163,8 +163,9 @@ def test_patch(baremetal) -> None:
     response = client.patch("/v1/nodes/n1", json={"extra": {}})
     assert response.status_code == 400
     assert faultstring(response) == "Schema error for patch: {'extra': {}} is not of type 'array'"
-    response = client.patch("/v1/nodes/n1", json=[{"op": "replace", "path": "/maintenance", "value": "yes"}])
+    response = client.patch("/v1/nodes/n1", json=[{"op": "replace", "path": "/maintenance", "value": "perhaps"}])
     assert response.status_code == 400
+    assert faultstring(response).startswith("Invalid maintenance: Unrecognized value 'perhaps'")
     response = client.patch("/v1/nodes/n1", json=[{"op": "replace", "path": "/power_interface", "value": "x"}])
     assert response.status_code == 400
     assert client.get("/v1/nodes/n1").json()["extra"] == {"k": "v2"}

@@ -28,11 +28,32 @@ def json_body(state: BaremetalState, req: falcon.Request, *, required: bool = Tr
         raise BadRequest(f"Malformed JSON in request body: {error}") from None
 
 
+def node_target(node: dict[str, Any] | None) -> dict[str, str]:
+    if node is None:
+        return {}
+    return {"node.owner": node.get("owner") or "", "node.lessee": node.get("lessee") or ""}
+
+
 def authorize(state: BaremetalState, req: falcon.Request, rule: str, node: dict[str, Any] | None = None) -> None:
-    target = {}
-    if node is not None:
-        target = {"node.owner": node.get("owner") or "", "node.lessee": node.get("lessee") or ""}
-    state.policy.authorize(req.context, rule, target)
+    state.policy.authorize(req.context, rule, node_target(node))
+
+
+def allowed(state: BaremetalState, req: falcon.Request, rule: str, node: dict[str, Any] | None = None) -> bool:
+    return state.policy.allows(req.context, rule, node_target(node))
+
+
+# Fields a caller sees only with their own "baremetal:node:get:<field>" rule.
+REDACTED_FIELDS = ("last_error", "reservation", "driver_internal_info", "driver_info")
+
+
+def redact(state: BaremetalState, req: falcon.Request, node: dict[str, Any], body: dict[str, Any]) -> dict[str, Any]:
+    """Hide what the caller's policy does not let it read (a lessee sees less than the owner)."""
+    if req.context.is_admin:
+        return body  # operators read everything (and node lists stay cheap)
+    for field in REDACTED_FIELDS:
+        if field in body and not allowed(state, req, f"baremetal:node:get:{field}", node):
+            body[field] = f"** Value Redacted - Requires baremetal:node:get:{field} permission. **"
+    return body
 
 
 def can_see(req: falcon.Request, node: dict[str, Any]) -> bool:
@@ -45,16 +66,23 @@ def can_see(req: falcon.Request, node: dict[str, Any]) -> bool:
 
 def find_node(state: BaremetalState, req: falcon.Request, ident: str) -> dict[str, Any]:
     """The node named by UUID or (from 1.5) by name; 404 when absent or not visible."""
-    with state.db.read() as conn:
-        if uuidutils.is_uuid_like(ident):
-            node = node_db.get(conn, uuid=ident)
-        elif req.context.at_least(1, 5):
-            node = node_db.get(conn, name=ident)
-        else:
-            node = None
-    if node is None or not can_see(req, node):
+    node = _lookup(state, req, ident)
+    if node is None and ident.endswith(".json") and not req.context.at_least(1, 91):
+        # Before 1.91 a trailing ".json" asked for JSON rather than naming the node.
+        node = _lookup(state, req, ident.removesuffix(".json"))
+    # A node the caller may not see does not exist for it (404, not 403).
+    if node is None or not (can_see(req, node) or allowed(state, req, "baremetal:node:get", node)):
         raise NotFound(f"Node {ident} could not be found.")
     return node
+
+
+def _lookup(state: BaremetalState, req: falcon.Request, ident: str) -> dict[str, Any] | None:
+    with state.db.read() as conn:
+        if uuidutils.is_uuid_like(ident):
+            return node_db.get(conn, uuid=ident)
+        if req.context.at_least(1, 5):
+            return node_db.get(conn, name=ident)
+    return None
 
 
 def traits_of(state: BaremetalState, node_ids: list[int]) -> dict[int, list[str]]:

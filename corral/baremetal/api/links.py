@@ -8,9 +8,14 @@ from corral.core.http import base_url
 
 
 def base(req: falcon.Request) -> str:
-    conf = req.context.extras.get("baremetal_conf")
-    endpoint = conf.baremetal_api.public_endpoint if conf is not None else None
-    return base_url(req, endpoint)
+    extras = req.context.extras
+    found = extras.get("baremetal_base")
+    if found is None:
+        # Once per request: a node list builds five links per node.
+        conf = extras.get("baremetal_conf")
+        endpoint = conf.baremetal_api.public_endpoint if conf is not None else None
+        found = extras["baremetal_base"] = base_url(req, endpoint)
+    return found
 
 
 def resource(req: falcon.Request, collection: str, ident: str, suffix: str = "") -> list[dict[str, str]]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime
+import functools
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -14,19 +15,23 @@ from corral.core.errors import BadRequest, NotAcceptable
 
 # Upstream's full node body, in wire order.
 NODE_FIELDS = (
-    "uuid", "created_at", "updated_at", "automated_clean", "bios_interface", "boot_interface", "clean_step",
-    "conductor_group", "console_enabled", "console_interface", "deploy_interface", "deploy_step",
-    "description", "driver", "driver_info", "driver_internal_info", "extra", "fault", "firmware_interface",
-    "inspection_finished_at", "inspection_started_at", "inspect_interface", "instance_info", "instance_uuid",
-    "last_error", "lessee", "maintenance", "maintenance_reason", "management_interface", "name",
-    "network_interface", "owner", "power_interface", "power_state", "properties", "protected",
-    "protected_reason", "provision_state", "provision_updated_at", "raid_config", "raid_interface",
-    "rescue_interface", "reservation", "resource_class", "retired", "retired_reason", "storage_interface",
-    "target_power_state", "target_provision_state", "target_raid_config", "traits", "vendor_interface",
-    "links", "conductor", "allocation_uuid", "chassis_uuid", "ports", "states", "portgroups", "volume",
+    "uuid", "created_at", "updated_at", "automated_clean", "bios_interface", "boot_interface", "boot_mode",
+    "clean_step", "conductor_group", "console_enabled", "console_interface", "disable_power_off",
+    "deploy_interface", "deploy_step", "description", "driver", "driver_info", "driver_internal_info", "extra",
+    "fault", "firmware_interface", "health", "inspection_finished_at", "inspection_started_at",
+    "inspect_interface", "instance_info", "instance_name", "instance_uuid", "last_error", "lessee",
+    "maintenance", "maintenance_reason", "management_interface", "name", "network_data", "network_interface",
+    "owner", "parent_node", "power_interface", "power_state", "properties", "protected", "protected_reason",
+    "provision_state", "provision_updated_at", "raid_config", "raid_interface", "rescue_interface",
+    "reservation", "resource_class", "retired", "retired_reason", "secure_boot", "service_step", "shard",
+    "storage_interface", "target_power_state", "target_provision_state", "target_raid_config", "traits",
+    "vendor_interface", "links", "conductor", "allocation_uuid", "chassis_uuid", "ports", "states",
+    "portgroups", "volume",
 )
 
-# The microversion each field appeared in (absent: 1.1).
+# The microversion each field appeared in (absent: 1.1).  A field newer
+# than the request is left out of answers, refused in ?fields= (406) and
+# refused in request bodies (406).
 FIELD_VERSIONS: dict[str, tuple[int, int]] = {
     "driver_internal_info": (1, 3),
     "name": (1, 5),
@@ -58,7 +63,16 @@ FIELD_VERSIONS: dict[str, tuple[int, int]] = {
     "retired": (1, 61),
     "retired_reason": (1, 61),
     "lessee": (1, 65),
+    "network_data": (1, 66),
+    "boot_mode": (1, 75),
+    "secure_boot": (1, 75),
+    "shard": (1, 82),
+    "parent_node": (1, 83),
     "firmware_interface": (1, 86),
+    "service_step": (1, 87),
+    "disable_power_off": (1, 95),
+    "instance_name": (1, 104),
+    "health": (1, 109),
 }
 
 LIST_FIELDS = ("uuid", "instance_uuid", "maintenance", "power_state", "provision_state", "name", "links")
@@ -103,44 +117,51 @@ def timestamp(value: datetime.datetime | None) -> str | None:
     return value.replace(tzinfo=datetime.UTC).isoformat()
 
 
+@functools.cache
+def fields_at(major: int, minor: int) -> tuple[str, ...]:
+    """The node fields shown at a microversion, in wire order (computed once per version)."""
+    return tuple(field for field in NODE_FIELDS
+                 if field not in FIELD_VERSIONS or (major, minor) >= FIELD_VERSIONS[field])
+
+
 def node_body(req: falcon.Request, node: Mapping[str, Any], *, traits: Sequence[str] = (),
               conductor: str | None = None, fields: Iterable[str] | None = None) -> dict[str, Any]:
-    wanted = None if fields is None else {*fields, "links"}
-    body: dict[str, Any] = {}
-    for field in NODE_FIELDS:
-        if wanted is not None and field not in wanted:
-            continue
-        if not visible(field, req):
-            continue
-        body[field] = _value(req, node, field, traits, conductor)
-    return body
+    version = req.context.version
+    shown = fields_at(version.major, version.minor) if version is not None else NODE_FIELDS
+    if fields is not None:
+        wanted = {*fields, "links"}
+        shown = tuple(field for field in shown if field in wanted)
+    return {field: _value(req, node, field, traits, conductor) for field in shown}
+
+
+_BOOLEANS = frozenset({"retired", "protected", "maintenance", "console_enabled", "disable_power_off"})
+# Fields not read straight from the node row: field -> (req, node, traits, conductor) -> value.
+_COMPUTED: dict[str, Any] = {
+    "links": lambda req, node, traits, conductor: links.resource(req, "nodes", node["uuid"]),
+    **{name: (lambda req, node, traits, conductor, name=name: links.resource(req, "nodes", node["uuid"],
+                                                                            f"/{name}"))
+       for name in LINK_FIELDS},
+    "traits": lambda req, node, traits, conductor: list(traits),
+    "conductor": lambda req, node, traits, conductor: conductor,
+    "allocation_uuid": lambda req, node, traits, conductor: node.get("allocation_uuid"),
+    "chassis_uuid": lambda req, node, traits, conductor: node.get("chassis_uuid"),
+    "provision_state": lambda req, node, traits, conductor: shown_provision_state(req, node["provision_state"]),
+    "target_provision_state": lambda req, node, traits, conductor: shown_provision_state(
+        req, node["target_provision_state"]),
+    "conductor_group": lambda req, node, traits, conductor: node.get("conductor_group") or "",
+}
 
 
 def _value(req: falcon.Request, node: Mapping[str, Any], field: str, traits: Sequence[str],
            conductor: str | None) -> Any:
-    if field == "links":
-        return links.resource(req, "nodes", node["uuid"])
-    if field in LINK_FIELDS:
-        return links.resource(req, "nodes", node["uuid"], f"/{field}")
-    if field == "traits":
-        return list(traits)
-    if field == "conductor":
-        return conductor
-    if field == "allocation_uuid":
-        return node.get("allocation_uuid")
-    if field == "chassis_uuid":
-        return node.get("chassis_uuid")
-    if field == "provision_state":
-        return shown_provision_state(req, node["provision_state"])
-    if field == "target_provision_state":
-        return shown_provision_state(req, node["target_provision_state"])
+    computed = _COMPUTED.get(field)
+    if computed is not None:
+        return computed(req, node, traits, conductor)
     value = node.get(field)
     if isinstance(value, datetime.datetime):
         return timestamp(value)
-    if field in ("retired", "protected", "maintenance", "console_enabled"):
+    if field in _BOOLEANS:
         return bool(value)
-    if field == "conductor_group":
-        return value or ""
     return value
 
 
@@ -170,4 +191,7 @@ def states_body(req: falcon.Request, node: Mapping[str, Any]) -> dict[str, Any]:
     if req.context.at_least(1, 12):
         body["raid_config"] = node["raid_config"] or {}
         body["target_raid_config"] = node["target_raid_config"] or {}
+    if req.context.at_least(1, 75):
+        body["boot_mode"] = node.get("boot_mode")
+        body["secure_boot"] = node.get("secure_boot")
     return body

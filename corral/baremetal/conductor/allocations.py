@@ -32,7 +32,7 @@ from corral.baremetal.db import ports as port_db
 from corral.baremetal.db import volumes as volume_db
 from corral.baremetal.domain import allocations as domain
 from corral.core.db import is_duplicate
-from corral.core.errors import Conflict, NotFound, ServiceUnavailable
+from corral.core.errors import BadRequest, Conflict, NotFound, ServiceUnavailable
 from corral.core.workers import PoolFull
 
 if TYPE_CHECKING:
@@ -40,7 +40,7 @@ if TYPE_CHECKING:
 
 LOG = logging.getLogger(__name__)
 
-RPC_METHODS = frozenset({"create_allocation", "destroy_allocation"})
+RPC_METHODS = frozenset({"create_allocation", "destroy_allocation", "backfill_allocation"})
 
 # Rounds over the locked candidates before giving up (upstream retries
 # NodeLocked the same way), and the pause between rounds.
@@ -80,6 +80,29 @@ class AllocationWork:
                 "Requested action cannot be performed due to lack of free conductor workers."
             ) from None
         return {"id": allocation_id, "created_at": now.replace(tzinfo=datetime.UTC).isoformat()}
+
+    def backfill_allocation(self: Conductor, node_id: int, values: dict[str, Any], traits: list[str]) -> int:
+        """Record an allocation for a node already deployed (1.58); returns its id.
+
+        Checked and written under the node's lock in one transaction: a node
+        that does not fit is refused (400) and nothing is stored.
+        """
+        with self._locked(node_id) as task:
+            if task.node.get("allocation_id"):
+                raise Conflict(f"An allocation with UUID {values['uuid']} already exists.")
+            reasons = domain.backfill_refusals({**values, "traits": traits}, task.node,
+                                               node_db_traits(self, node_id))
+            if reasons:
+                raise BadRequest(f"Cannot backfill an allocation for node {task.node['uuid']}: "
+                                 f"{'; '.join(reasons)}.")
+            row = {**values, "resource_class": values.get("resource_class") or task.node["resource_class"],
+                   "state": domain.ACTIVE, "conductor_affinity": self.conductor_id, "node_id": node_id}
+            try:
+                return self.db.write(_backfill, row, traits, task.node, self.host)
+            except Exception as error:
+                if is_duplicate(error):
+                    raise duplicate_allocation(self, values) from None
+                raise
 
     def destroy_allocation(self: Conductor, allocation_id: int) -> None:
         """Remove the allocation and free its node (under the node's lock)."""
@@ -227,6 +250,23 @@ def _try_node(conductor: Conductor, allocation: Mapping[str, Any], node: Mapping
         raise
     finally:
         locks.release(conductor.db, node["id"], conductor.host)
+
+
+# ------------------------------------------------------------ backfill
+
+
+def node_db_traits(conductor: Conductor, node_id: int) -> list[str]:
+    with conductor.db.read() as conn:
+        return node_db.traits_of(conn, [node_id])[node_id]
+
+
+def _backfill(conn: Any, row: dict[str, Any], traits: list[str], node: Mapping[str, Any], host: str) -> int:
+    allocation_id = allocation_db.insert(conn, row, traits)
+    # UPDATE nodes SET instance_uuid = :uuid, allocation_id = :id WHERE id = :node_id AND reservation = :host
+    if not node_db.update(conn, node["id"], {"instance_uuid": row["uuid"], "allocation_id": allocation_id},
+                          reservation=host):
+        raise Conflict(f"Node {node['uuid']} lost its lock held by {host}.")
+    return allocation_id
 
 
 # ------------------------------------------------------------- delete

@@ -63,7 +63,8 @@ def fail(task: Any, message: str, *, event: str = "fail") -> None:
 
 
 def finish(task: Any) -> None:
-    manual = task.node["target_provision_state"] == states.MANAGEABLE
+    # Manual cleaning returns to manageable; so does a retired node, which is not to be used again.
+    manual = task.node["target_provision_state"] == states.MANAGEABLE or bool(task.node.get("retired"))
     task.process_event(
         "manage" if manual else "done", clean_step={}, driver_internal_info=wipe_cleaning_info(task.internal_info)
     )
@@ -86,21 +87,34 @@ def start_automated(task: Any) -> None:
     run_steps(task, 0)
 
 
-def start_manual(task: Any, requested: Sequence[Mapping[str, Any]]) -> None:
-    """Node in ``cleaning`` towards ``manageable``: run ``requested`` in order."""
+def start_manual(task: Any, requested: Sequence[Mapping[str, Any]], disable_ramdisk: bool = False) -> None:
+    """Node in ``cleaning`` towards ``manageable``: run ``requested`` in order.
+
+    With ``disable_ramdisk`` (1.70) only steps that need no ramdisk may run.
+    """
     try:
         steps = validate_manual_steps(task, requested)
+        if disable_ramdisk:
+            _check_no_ramdisk(task, steps)
     except CleaningError as error:
         fail(task, f"Cannot clean node {task.node['uuid']}: {error}")
         return
-    _prepare(task, steps, declarative=True)
+    _prepare(task, steps, declarative=True, disable_ramdisk=disable_ramdisk)
     run_steps(task, 0)
 
 
-def _prepare(task: Any, steps: list[dict[str, Any]], *, declarative: bool) -> None:
+def _check_no_ramdisk(task: Any, steps: Sequence[Mapping[str, Any]]) -> None:
+    offered = {(step["interface"], step["step"]): step for step in driver_steps(task)}
+    for step in steps:
+        if offered[(step["interface"], step["step"])].get("requires_ramdisk", True):
+            shown = {"interface": step["interface"], "step": step["step"]}
+            raise CleaningError(f"clean step {shown!r} requires booting a ramdisk")
+
+
+def _prepare(task: Any, steps: list[dict[str, Any]], *, declarative: bool, disable_ramdisk: bool = False) -> None:
     info = task.internal_info
     info["clean_steps"] = steps
-    info["cleaning_disable_ramdisk"] = False
+    info["cleaning_disable_ramdisk"] = disable_ramdisk
     if declarative:
         info["declarative_cleaning"] = True
     task.update(driver_internal_info=info, last_error=None)

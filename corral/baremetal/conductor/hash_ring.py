@@ -8,6 +8,7 @@ When a conductor stops heartbeating only its own nodes move.
 from __future__ import annotations
 
 import bisect
+import functools
 import hashlib
 from collections.abc import Iterable
 
@@ -33,3 +34,13 @@ class HashRing:
             return None
         index = bisect.bisect_left(self._keys, _hash(node_uuid)) % len(self._keys)
         return self._owners[index]
+
+
+@functools.lru_cache(maxsize=256)
+def _ring_of(hosts: tuple[str, ...]) -> HashRing:
+    return HashRing(hosts)
+
+
+def ring_for(hosts: Iterable[str]) -> HashRing:
+    """The ring of ``hosts``, built once per set of hosts (listing nodes asks for it per node)."""
+    return _ring_of(tuple(sorted(set(hosts))))

@@ -12,13 +12,14 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from oslo_config import cfg
 
 from corral.baremetal import conf as baremetal_conf
-from corral.baremetal.conductor import allocations, cleaning, ports, power, provisioning
-from corral.baremetal.conductor.hash_ring import HashRing
+from corral.baremetal.conductor import allocations, cleaning, node_extras, ports, power, provisioning, steps
+from corral.baremetal.conductor.hash_ring import ring_for
 from corral.baremetal.conductor.task import Task, invalid_action
 from corral.baremetal.db import conductors as conductor_db
 from corral.baremetal.db import nodes as node_db
@@ -53,7 +54,20 @@ RPC_METHODS = frozenset(
         "get_console_information",
         "ping",
     }
-) | allocations.RPC_METHODS | ports.RPC_METHODS
+) | allocations.RPC_METHODS | node_extras.RPC_METHODS | ports.RPC_METHODS
+
+
+@dataclass(frozen=True)
+class _Request:
+    """What a provisioning verb was asked to do."""
+
+    action: str
+    clean_steps: list[dict[str, Any]] | None
+    configdrive: Any
+    rescue_password: str | None
+    deploy_steps: list[dict[str, Any]] | None
+    service_steps: list[dict[str, Any]] | None
+    disable_ramdisk: bool
 
 
 class NoFreeConductorWorker(ServiceUnavailable):
@@ -70,7 +84,7 @@ class StepsPending(ApiError):
         super().__init__(message, retry_after=retry_after)
 
 
-class Conductor(allocations.AllocationWork, ports.PortWork):
+class Conductor(allocations.AllocationWork, node_extras.NodeExtras, ports.PortWork):
     def __init__(self, conf: cfg.ConfigOpts, db: Database | None = None) -> None:
         self.conf = conf
         self.host: str = conf.host
@@ -239,7 +253,10 @@ class Conductor(allocations.AllocationWork, ports.PortWork):
             raise
 
     def do_provisioning_action(self, node_id: int, action: str, clean_steps: list[dict[str, Any]] | None = None,
-                               configdrive: Any = None, rescue_password: str | None = None) -> None:
+                               configdrive: Any = None, rescue_password: str | None = None,
+                               deploy_steps: list[dict[str, Any]] | None = None,
+                               service_steps: list[dict[str, Any]] | None = None,
+                               disable_ramdisk: bool = False) -> None:
         event = states.VERB_EVENTS.get(action)
         task = self._locked(node_id)
         handed_off = False
@@ -247,18 +264,23 @@ class Conductor(allocations.AllocationWork, ports.PortWork):
             node = task.node
             if event is None or states.next_state(node["provision_state"], event) is None:
                 raise invalid_action(action, node)
-            handed_off = self._dispatch(task, event, action, clean_steps, configdrive, rescue_password)
+            request = _Request(action, clean_steps, configdrive, rescue_password, deploy_steps, service_steps,
+                               bool(disable_ramdisk))
+            handed_off = self._dispatch(task, event, request)
         finally:
             if not handed_off:
                 task.release()
 
-    def _dispatch(self, task: Task, event: str, action: str, clean_steps: list[dict[str, Any]] | None,
-                  configdrive: Any, rescue_password: str | None) -> bool:
+    def _dispatch(self, task: Task, event: str, request: _Request) -> bool:
         """Start the verb's work; True when a worker now owns the task."""
         state = task.node["provision_state"]
+        action = request.action
         fresh = {"last_error": None}
         if event == "manage" and state != states.ENROLL:
             task.process_event("manage", action=action)
+            return False
+        if event == "unhold":
+            task.process_event("unhold", action=action)
             return False
         if event == "abort":
             return self._abort(task, action)
@@ -269,14 +291,15 @@ class Conductor(allocations.AllocationWork, ports.PortWork):
         work: dict[str, tuple[Callable[..., None], tuple[Any, ...]]] = {
             "manage": (provisioning.verify, ()),
             "provide": (cleaning.start_automated, ()),
-            "clean": (cleaning.start_manual, (clean_steps or [],)),
-            "deploy": (provisioning.deploy, (configdrive,)),
-            "rebuild": (provisioning.deploy, (configdrive,)),
+            "clean": (cleaning.start_manual, (request.clean_steps or [], request.disable_ramdisk)),
+            "deploy": (provisioning.deploy, (request.configdrive, request.deploy_steps)),
+            "rebuild": (provisioning.deploy, (request.configdrive, request.deploy_steps)),
             "delete": (provisioning.tear_down, ()),
             "inspect": (provisioning.inspect, ()),
             "adopt": (provisioning.adopt, ()),
-            "rescue": (provisioning.rescue, (rescue_password,)),
+            "rescue": (provisioning.rescue, (request.rescue_password,)),
             "unrescue": (provisioning.unrescue, ()),
+            "service": (steps.service, (request.service_steps or [], request.disable_ramdisk)),
         }
         function, args = work[event]
         self.spawn(task, function, *args, event=event, action=action, **fresh)
@@ -286,6 +309,9 @@ class Conductor(allocations.AllocationWork, ports.PortWork):
         state = task.node["provision_state"]
         if state in (states.CLEANWAIT, states.CLEANHOLD):
             cleaning.request_abort(task)
+            return False
+        if state in (states.SERVICEWAIT, states.SERVICEHOLD, states.SERVICEFAIL):
+            steps.abort_service(task)
             return False
         if state in (states.INSPECTWAIT, states.RESCUEWAIT, states.DEPLOYWAIT, states.DEPLOYHOLD):
             task.process_event("abort", action=action, last_error=f"By request, the {state} operation was aborted")
@@ -484,4 +510,4 @@ def owner_of(node: Mapping[str, Any], live: Sequence[Mapping[str, Any]]) -> str 
         for conductor in live
         if (conductor["conductor_group"] or "") == group and node["driver"] in conductor["drivers"]
     ]
-    return HashRing(hosts).owner(node["uuid"])
+    return ring_for(hosts).owner(node["uuid"])

@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from corral.baremetal.conductor import allocations, cleaning
+from corral.baremetal.conductor import allocations, cleaning, steps
 from corral.baremetal.db.nodes import utcnow
 from corral.baremetal.domain import states
 
@@ -37,15 +37,22 @@ def verify(task: Any) -> None:
     task.process_event("done", power_state=power_state, last_error=None)
 
 
-def deploy(task: Any, configdrive: Any = None) -> None:
-    """available/deploy failed/active -> deploying -> active."""
+def deploy(task: Any, configdrive: Any = None, deploy_steps: list[dict[str, Any]] | None = None) -> None:
+    """available/deploy failed/active -> deploying -> active, through the deploy steps."""
     if configdrive is not None:
         task.update(instance_info={**(task.node["instance_info"] or {}), "configdrive": configdrive})
     try:
         task.driver.deploy.validate(task)
-        task.driver.deploy.deploy(task)
+        plan = steps.deploy_plan(task, deploy_steps)
     except Exception as error:  # noqa: BLE001 - recorded on the node
-        task.process_event("fail", last_error=f"Deploy step failed: {error}", deploy_step={})
+        task.process_event("fail", last_error=f"Failed to validate deploy steps for node {task.node['uuid']}: "
+                                              f"{error}", deploy_step={})
+        return
+    try:
+        steps.run_deploy_steps(task, plan)
+    except Exception as error:  # noqa: BLE001 - recorded on the node
+        task.process_event("fail", last_error=f"Deploy step {task.node.get('deploy_step')} failed on node "
+                                              f"{task.node['uuid']}: {error}", deploy_step={})
         return
     task.process_event(
         "done", deploy_step={}, last_error=None, conductor_affinity=task.conductor.conductor_id

@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from corral.baremetal.conductor import locks
+from corral.baremetal.db import history
 from corral.baremetal.db import nodes as node_db
 from corral.baremetal.domain import states
 from corral.core.errors import BadRequest, Conflict, NotFound
@@ -94,13 +95,24 @@ class Task:
         if new_state is None:
             raise invalid_action(action or event, self.node)
         target = states.target_for(current, event, new_state, self.node["target_provision_state"])
+        started = self.node.get("provision_updated_at")
         self.update(
             provision_state=new_state,
             target_provision_state=target,
             provision_updated_at=node_db.utcnow(),
             **values,
         )
+        if values.get("last_error"):
+            history.record(self, values["last_error"], history.event_type(current), started=started, error=True)
         return new_state
+
+    def firmware_flashed(self, component: str, version: str) -> None:
+        """Record a firmware component's new version (GET /v1/nodes/{node}/firmware)."""
+        self.conductor.db.write(lambda conn: history.flash_firmware(conn, self.node_id, component, version))
+
+    def store_inventory(self, inventory: dict[str, Any], plugin_data: dict[str, Any]) -> None:
+        """Keep what inspection found (GET /v1/nodes/{node}/inventory)."""
+        self.conductor.db.write(lambda conn: history.store_inventory(conn, self.node_id, inventory, plugin_data))
 
     def bios_settings(self, settings: dict[str, str], *, merge: bool = False) -> None:
         self.conductor.db.write(lambda conn: node_db.write_bios(conn, self.node_id, settings, merge=merge))

@@ -14,7 +14,14 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from corral.baremetal.db import json_columns
-from corral.baremetal.db.tables import bios_settings, node_traits, nodes
+from corral.baremetal.db.tables import (
+    bios_settings,
+    firmware_components,
+    node_history,
+    node_inventory,
+    node_traits,
+    nodes,
+)
 
 JSON_FIELDS = (
     "driver_info",
@@ -26,6 +33,8 @@ JSON_FIELDS = (
     "deploy_step",
     "raid_config",
     "target_raid_config",
+    "network_data",
+    "service_step",
 )
 COLUMNS = tuple(column.name for column in nodes.columns)
 
@@ -79,9 +88,12 @@ def update(conn: Connection, node_id: int, values: Mapping[str, Any], *,
 
 
 def delete(conn: Connection, node_id: int) -> None:
-    # DELETE FROM node_traits WHERE node_id = :id; DELETE FROM bios_settings ...; DELETE FROM nodes ...
+    # DELETE FROM node_traits WHERE node_id = :id; DELETE FROM bios_settings ...; DELETE FROM node_history ...;
+    # DELETE FROM node_inventory ...; DELETE FROM firmware_information ...; DELETE FROM nodes ...
     conn.execute(node_traits.delete().where(node_traits.c.node_id == node_id))
     conn.execute(bios_settings.delete().where(bios_settings.c.node_id == node_id))
+    for table in (node_history, node_inventory, firmware_components):
+        conn.execute(table.delete().where(table.c.node_id == node_id))
     conn.execute(nodes.delete().where(nodes.c.id == node_id))
 
 
@@ -90,7 +102,8 @@ def delete(conn: Connection, node_id: int) -> None:
 SORT_KEYS = frozenset(
     {"id", "uuid", "name", "created_at", "updated_at", "provision_state", "power_state", "driver",
      "resource_class", "instance_uuid", "maintenance", "provision_updated_at", "conductor_group",
-     "owner", "lessee", "description", "target_provision_state", "target_power_state", "reservation"}
+     "owner", "lessee", "description", "target_provision_state", "target_power_state", "reservation",
+     "shard", "parent_node", "instance_name", "retired"}
 )
 
 
@@ -146,6 +159,10 @@ def _conditions(filters: Mapping[str, Any]) -> Iterable[Any]:
             yield nodes.c.provision_state.in_(list(value))
         elif key == "uuid_in":
             yield nodes.c.uuid.in_(list(value))
+        elif key == "shard_in":
+            yield nodes.c.shard.in_(list(value))
+        elif key == "sharded":
+            yield nodes.c.shard.is_not(None) if value else nodes.c.shard.is_(None)
         elif key == "project":
             yield sa.or_(nodes.c.owner == value, nodes.c.lessee == value)
         elif key in ("description_contains",):

@@ -124,8 +124,21 @@ nodes = sa.Table(
     sa.Column("chassis_id", sa.Integer, sa.ForeignKey("chassis.id"), nullable=True),
     *(sa.Column(name, sa.String(255), nullable=True) for name in INTERFACE_FIELDS),
     *_timestamps(),
+    # Fields of later microversions (1.66 and on).
+    _json("network_data"),
+    sa.Column("boot_mode", sa.String(16), nullable=True),
+    sa.Column("secure_boot", sa.Boolean, nullable=True),
+    sa.Column("shard", sa.String(255), nullable=True),
+    # The parent's UUID (upstream stores the UUID, not the id).
+    sa.Column("parent_node", sa.String(36), nullable=True),
+    _json("service_step"),
+    sa.Column("disable_power_off", sa.Boolean, nullable=False, server_default=sa.false()),
+    sa.Column("instance_name", sa.String(255), nullable=True),
+    sa.Column("health", sa.String(32), nullable=True),
     sa.Index(None, "provision_state"),
     sa.Index(None, "reservation"),
+    sa.Index(None, "shard"),
+    sa.Index(None, "parent_node"),
 )
 
 node_traits = sa.Table(
@@ -254,4 +267,132 @@ volume_targets = sa.Table(
     _json("extra"),
     *_timestamps(),
     sa.UniqueConstraint("node_id", "boot_index"),
+)
+
+# What happened to a node (1.78): errors and notable events, newest last.
+node_history = sa.Table(
+    "node_history",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True),
+    sa.Column("uuid", sa.String(36), nullable=False, unique=True),
+    sa.Column("node_id", sa.Integer, sa.ForeignKey("nodes.id", ondelete="CASCADE"), nullable=False),
+    sa.Column("conductor", sa.String(255), nullable=True),
+    sa.Column("event_type", sa.String(255), nullable=True),
+    sa.Column("severity", sa.String(255), nullable=True),
+    sa.Column("event", sa.Text, nullable=True),
+    sa.Column("user", sa.String(64), nullable=True),
+    sa.Column("project", sa.String(80), nullable=True),
+    sa.Column("state", sa.String(255), nullable=True),
+    sa.Column("target_provision_state", sa.String(255), nullable=True),
+    sa.Column("duration_seconds", sa.Integer, nullable=True),
+    *_timestamps(),
+    sa.Index(None, "node_id", "id"),
+)
+
+# The hardware inventory inspection found (1.81), one row per node.
+node_inventory = sa.Table(
+    "node_inventory",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True),
+    sa.Column("node_id", sa.Integer, sa.ForeignKey("nodes.id", ondelete="CASCADE"), nullable=False, unique=True),
+    _json("inventory_data"),
+    _json("plugin_data"),
+    *_timestamps(),
+)
+
+# Firmware components of a node (1.86) and their versions.
+firmware_components = sa.Table(
+    "firmware_information",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True),
+    sa.Column("node_id", sa.Integer, sa.ForeignKey("nodes.id", ondelete="CASCADE"), nullable=False),
+    sa.Column("component", sa.String(255), nullable=False),
+    sa.Column("initial_version", sa.String(255), nullable=False),
+    sa.Column("current_version", sa.String(255), nullable=True),
+    sa.Column("last_version_flashed", sa.String(255), nullable=True),
+    sa.Column("vendor", sa.String(255), nullable=True),
+    sa.Column("model", sa.String(255), nullable=True),
+    sa.Column("serial_number", sa.String(255), nullable=True),
+    *_timestamps(),
+    sa.UniqueConstraint("node_id", "component"),
+)
+
+# Deploy templates (1.55): deploy steps selected by an instance's traits,
+# the template's name being the trait.
+deploy_templates = sa.Table(
+    "deploy_templates",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True),
+    sa.Column("uuid", sa.String(36), nullable=False, unique=True),
+    sa.Column("name", sa.String(255), nullable=False, unique=True),
+    _json("extra"),
+    *_timestamps(),
+)
+
+deploy_template_steps = sa.Table(
+    "deploy_template_steps",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True),
+    sa.Column("deploy_template_id", sa.Integer, sa.ForeignKey("deploy_templates.id", ondelete="CASCADE"),
+              nullable=False),
+    sa.Column("interface", sa.String(255), nullable=False),
+    sa.Column("step", sa.String(255), nullable=False),
+    _json("args"),
+    sa.Column("priority", sa.Integer, nullable=False),
+    # Position in the template as given.
+    sa.Column("position", sa.Integer, nullable=False, server_default="0"),
+    *_timestamps(),
+    sa.Index(None, "deploy_template_id"),
+)
+
+# Runbooks (1.92): ordered steps for cleaning or servicing, usable on nodes
+# carrying one of the runbook's traits.
+runbooks = sa.Table(
+    "runbooks",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True),
+    sa.Column("uuid", sa.String(36), nullable=False, unique=True),
+    sa.Column("name", sa.String(255), nullable=False, unique=True),
+    sa.Column("description", sa.String(255), nullable=True),
+    sa.Column("public", sa.Boolean, nullable=False, server_default=sa.false()),
+    sa.Column("owner", sa.String(255), nullable=True),
+    sa.Column("disable_ramdisk", sa.Boolean, nullable=False, server_default=sa.false()),
+    _json("extra"),
+    *_timestamps(),
+)
+
+runbook_steps = sa.Table(
+    "runbook_steps",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True),
+    sa.Column("runbook_id", sa.Integer, sa.ForeignKey("runbooks.id", ondelete="CASCADE"), nullable=False),
+    sa.Column("interface", sa.String(255), nullable=False),
+    sa.Column("step", sa.String(255), nullable=False),
+    _json("args"),
+    sa.Column("order", sa.Integer, nullable=False),
+    *_timestamps(),
+    sa.Index(None, "runbook_id"),
+)
+
+runbook_traits = sa.Table(
+    "runbook_traits",
+    metadata,
+    sa.Column("runbook_id", sa.Integer, sa.ForeignKey("runbooks.id", ondelete="CASCADE"), primary_key=True),
+    sa.Column("trait", sa.String(255), primary_key=True),
+    *_timestamps(),
+)
+
+# External events posted to /v1/events (1.54), kept for operators to read.
+events = sa.Table(
+    "events",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True),
+    sa.Column("event", sa.String(64), nullable=False),
+    sa.Column("port_id", sa.String(36), nullable=False),
+    sa.Column("mac_address", sa.String(32), nullable=False),
+    sa.Column("status", sa.String(255), nullable=False),
+    sa.Column("device_id", sa.String(36), nullable=True),
+    sa.Column("host_id", sa.String(36), nullable=True),
+    sa.Column("vnic_type", sa.String(255), nullable=True),
+    *_timestamps(),
 )

@@ -126,6 +126,27 @@ def instance_info_for(allocation: Mapping[str, Any], node: Mapping[str, Any]) ->
     return info
 
 
+# ------------------------------------------------------------- backfill
+
+
+def backfill_refusals(allocation: Mapping[str, Any], node: Mapping[str, Any], node_traits: Sequence[str]) -> list[str]:
+    """Why ``node`` cannot be recorded as serving ``allocation`` (upstream's wording); empty when it can."""
+    reasons = []
+    if node.get("provision_state") != node_states.ACTIVE:
+        reasons.append(f'Node must be in the "active" state, but the current state is "{node.get("provision_state")}"')
+    resource_class = allocation.get("resource_class")
+    if resource_class and node.get("resource_class") != resource_class:
+        reasons.append(f"Resource class {node.get('resource_class')} does not match the requested resource class "
+                       f"{resource_class}")
+    traits = list(allocation.get("traits") or [])
+    if traits and not set(traits) <= set(node_traits):
+        reasons.append(f"List of traits {sorted(node_traits)} does not match the requested traits {traits}")
+    candidates = allocation.get("candidate_nodes") or []
+    if candidates and node["uuid"] not in candidates:
+        reasons.append(f"Candidate nodes must be empty or contain the target node, but got {candidates}")
+    return reasons
+
+
 # ------------------------------------------------------------- deletion
 
 

@@ -38,6 +38,11 @@ INSPECTWAIT = "inspect wait"
 RESCUEWAIT = "rescue wait"
 CLEANHOLD = "clean hold"
 DEPLOYHOLD = "deploy hold"
+# Servicing (1.87): steps run on a deployed node, which returns to active.
+SERVICING = "servicing"
+SERVICEWAIT = "service wait"
+SERVICEHOLD = "service hold"
+SERVICEFAIL = "service failed"
 # Failure states
 CLEANFAIL = "clean failed"
 DEPLOYFAIL = "deploy failed"
@@ -129,6 +134,24 @@ TRANSITIONS: dict[tuple[str, str], str] = {
     (UNRESCUEFAIL, "rescue"): RESCUING,
     (UNRESCUEFAIL, "unrescue"): UNRESCUING,
     (UNRESCUEFAIL, "delete"): DELETING,
+    (ACTIVE, "service"): SERVICING,
+    (SERVICING, "done"): ACTIVE,
+    (SERVICING, "fail"): SERVICEFAIL,
+    (SERVICING, "wait"): SERVICEWAIT,
+    (SERVICING, "hold"): SERVICEHOLD,
+    (SERVICEWAIT, "resume"): SERVICING,
+    (SERVICEWAIT, "fail"): SERVICEFAIL,
+    (SERVICEWAIT, "abort"): SERVICEFAIL,
+    (SERVICEWAIT, "hold"): SERVICEHOLD,
+    (SERVICEWAIT, "delete"): DELETING,
+    (SERVICEHOLD, "service"): SERVICING,
+    (SERVICEHOLD, "unhold"): SERVICEWAIT,
+    (SERVICEHOLD, "fail"): SERVICEFAIL,
+    (SERVICEHOLD, "abort"): SERVICEFAIL,
+    (SERVICEFAIL, "service"): SERVICING,
+    (SERVICEFAIL, "rescue"): RESCUING,
+    (SERVICEFAIL, "delete"): DELETING,
+    (SERVICEFAIL, "abort"): ACTIVE,
 }
 
 # The target a transient state works towards, by (state left, event).
@@ -163,13 +186,21 @@ TARGETS: dict[tuple[str, str], str] = {
     (RESCUE, "unrescue"): ACTIVE,
     (RESCUEFAIL, "unrescue"): ACTIVE,
     (UNRESCUEFAIL, "unrescue"): ACTIVE,
+    (ACTIVE, "service"): ACTIVE,
+    (SERVICEHOLD, "service"): ACTIVE,
+    (SERVICEFAIL, "service"): ACTIVE,
+    (SERVICEWAIT, "delete"): AVAILABLE,
+    (SERVICEFAIL, "delete"): AVAILABLE,
+    (SERVICEFAIL, "rescue"): RESCUE,
 }
 
 STABLE_STATES = frozenset({ENROLL, MANAGEABLE, AVAILABLE, ACTIVE, ERROR, RESCUE})
 # States in which a conductor is working on the node (it holds the lock).
-WORKING_STATES = frozenset({VERIFYING, CLEANING, DEPLOYING, DELETING, INSPECTING, ADOPTING, RESCUING, UNRESCUING})
-WAITING_STATES = frozenset({CLEANWAIT, DEPLOYWAIT, INSPECTWAIT, RESCUEWAIT, CLEANHOLD, DEPLOYHOLD})
-FAILURE_STATES = frozenset({CLEANFAIL, DEPLOYFAIL, INSPECTFAIL, ADOPTFAIL, RESCUEFAIL, UNRESCUEFAIL})
+WORKING_STATES = frozenset({VERIFYING, CLEANING, DEPLOYING, DELETING, INSPECTING, ADOPTING, RESCUING, UNRESCUING,
+                            SERVICING})
+WAITING_STATES = frozenset({CLEANWAIT, DEPLOYWAIT, INSPECTWAIT, RESCUEWAIT, CLEANHOLD, DEPLOYHOLD, SERVICEWAIT,
+                            SERVICEHOLD})
+FAILURE_STATES = frozenset({CLEANFAIL, DEPLOYFAIL, INSPECTFAIL, ADOPTFAIL, RESCUEFAIL, UNRESCUEFAIL, SERVICEFAIL})
 # Where work interrupted by a conductor's death ends up.
 INTERRUPTED = {
     VERIFYING: ENROLL,
@@ -180,6 +211,7 @@ INTERRUPTED = {
     ADOPTING: ADOPTFAIL,
     RESCUING: RESCUEFAIL,
     UNRESCUING: UNRESCUEFAIL,
+    SERVICING: SERVICEFAIL,
 }
 
 # API verbs (PUT .../states/provision "target") -> events.
@@ -197,10 +229,13 @@ VERB_EVENTS = {
     "rebuild": "rebuild",
     "rescue": "rescue",
     "unrescue": "unrescue",
+    "unhold": "unhold",
+    "service": "service",
 }
 
 # Node fields may change freely only in these states (PATCH rules).
-UPDATE_ALLOWED_STATES = STABLE_STATES | FAILURE_STATES | {CLEANWAIT, CLEANHOLD, DEPLOYHOLD}
+UPDATE_ALLOWED_STATES = STABLE_STATES | FAILURE_STATES | {CLEANWAIT, CLEANHOLD, DEPLOYHOLD, SERVICEWAIT,
+                                                           SERVICEHOLD}
 # Deleting a node is refused in these states (unless in maintenance).
 DELETE_ALLOWED_STATES = frozenset({ENROLL, MANAGEABLE, AVAILABLE, CLEANFAIL, INSPECTFAIL, ADOPTFAIL, ERROR})
 

@@ -129,6 +129,46 @@ def clean_step(
     return mark
 
 
+def service_step(
+    priority: int = 0,
+    abortable: bool = False,
+    argsinfo: Mapping[str, Mapping[str, Any]] | None = None,
+    requires_ramdisk: bool = True,
+) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Mark an interface method as a service step (run on a deployed node by the ``service`` verb)."""
+    info = StepInfo(priority, abortable, _check_argsinfo(argsinfo), requires_ramdisk)
+
+    def mark(function: Callable[..., Any]) -> Callable[..., Any]:
+        function._service_step = info  # type: ignore[attr-defined]
+        return function
+
+    return mark
+
+
+def deploy_step(
+    priority: int, argsinfo: Mapping[str, Mapping[str, Any]] | None = None
+) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Mark an interface method as a deploy step.
+
+    Steps with a priority above zero run on every deployment, highest
+    first; priority 0 steps run only when a deploy template or the
+    request's ``deploy_steps`` ask for them (with a priority of their own).
+    """
+    if not isinstance(priority, int) or isinstance(priority, bool) or priority < 0:
+        raise ValueError("deploy step priority must be a non-negative integer")
+    info = StepInfo(priority, False, _check_argsinfo(argsinfo), False)
+
+    def mark(function: Callable[..., Any]) -> Callable[..., Any]:
+        function._deploy_step = info  # type: ignore[attr-defined]
+        return function
+
+    return mark
+
+
+# Marker attribute of each kind of step.
+STEP_MARKERS = {"clean": "_clean_step", "service": "_service_step", "deploy": "_deploy_step"}
+
+
 class BaseInterface:
     """One interface implementation; subclasses set ``interface_type`` and ``name``."""
 
@@ -143,9 +183,14 @@ class BaseInterface:
 
     def clean_steps(self) -> list[dict[str, Any]]:
         """Every clean step of this interface, as upstream represents them."""
+        return self.steps("clean")
+
+    def steps(self, kind: str) -> list[dict[str, Any]]:
+        """Every step of one kind ("clean", "service", "deploy") of this interface."""
+        marker = STEP_MARKERS[kind]
         steps = []
         for method_name, method in inspect.getmembers(type(self), predicate=inspect.isfunction):
-            info: StepInfo | None = getattr(method, "_clean_step", None)
+            info: StepInfo | None = getattr(method, marker, None)
             if info is None:
                 continue
             steps.append(
@@ -167,6 +212,9 @@ class BaseInterface:
     def execute_clean_step(self, task: Any, step: Mapping[str, Any]) -> str | None:
         method = getattr(self, step["step"])
         return method(task, **(step.get("args") or {}))
+
+    execute_service_step = execute_clean_step
+    execute_deploy_step = execute_clean_step
 
     def poll_step(self, task: Any, step: Mapping[str, Any]) -> bool:
         """For a step that returned ASYNC: True once it finished (raise if it failed)."""

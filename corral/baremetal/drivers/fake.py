@@ -22,9 +22,13 @@ from corral.baremetal.drivers.base import (
     HardwareType,
     InvalidParameterValue,
     clean_step,
+    deploy_step,
+    service_step,
 )
 
 BOOT_DEVICES = ["pxe", "disk", "cdrom", "bios", "safe"]
+# Virtual media slots of the fake BMC and the media types each takes.
+VMEDIA_TYPES = {"cdrom": ("CD", "DVD"), "disk": ("USBStick",), "floppy": ("Floppy",)}
 
 
 def record(task: Any, action: str) -> None:
@@ -69,6 +73,65 @@ class FakeManagement(_Fake):
     def inject_nmi(self, task: Any) -> None:
         record(task, "management.inject_nmi")
 
+    # Boot mode and secure boot (1.76): the conductor records what was asked.
+    def set_boot_mode(self, task: Any, mode: str) -> None:
+        record(task, f"management.set_boot_mode.{mode}")
+
+    def set_secure_boot(self, task: Any, enabled: bool) -> None:
+        record(task, f"management.set_secure_boot.{str(enabled).lower()}")
+
+    # Indicators (1.63): a read-only chassis LED and a system LED that can blink.
+    def get_supported_indicators(self, task: Any) -> dict[str, Any]:
+        return {
+            "chassis": {"led-0": {"readonly": True, "states": ["off", "on"]}},
+            "system": {"led": {"readonly": False, "states": ["blinking", "off", "on"]}},
+        }
+
+    def _indicator(self, task: Any, component: str, indicator: str) -> dict[str, Any]:
+        supported = self.get_supported_indicators(task)
+        if component not in supported:
+            raise InvalidParameterValue(f"Invalid component {component} specified.")
+        if indicator not in supported[component]:
+            raise InvalidParameterValue(f"Invalid indicator {indicator} specified.")
+        return supported[component][indicator]
+
+    def get_indicator_state(self, task: Any, component: str, indicator: str) -> str:
+        self._indicator(task, component, indicator)
+        stored = (task.node["driver_internal_info"] or {}).get("fake_indicators") or {}
+        return stored.get(f"{indicator}@{component}", "on")
+
+    def set_indicator_state(self, task: Any, component: str, indicator: str, state: str) -> None:
+        details = self._indicator(task, component, indicator)
+        if details["readonly"]:
+            raise InvalidParameterValue(f"Indicator {indicator} of component {component} is read-only.")
+        if state not in details["states"]:
+            raise InvalidParameterValue(f"Invalid state {state} for indicator {indicator}; valid states are "
+                                        f"{', '.join(details['states'])}.")
+        info = dict(task.node["driver_internal_info"] or {})
+        info["fake_indicators"] = {**(info.get("fake_indicators") or {}), f"{indicator}@{component}": state}
+        task.update(driver_internal_info=info)
+
+    # Virtual media (1.89, 1.93): one slot per device type.
+    def get_virtual_media(self, task: Any) -> list[dict[str, Any]]:
+        inserted = (task.node["driver_internal_info"] or {}).get("fake_vmedia") or {}
+        return [
+            {"media_types": list(types), "inserted": device in inserted, "image": inserted.get(device)}
+            for device, types in VMEDIA_TYPES.items()
+        ]
+
+    def attach_virtual_media(self, task: Any, device_type: str, image_url: str) -> None:
+        info = dict(task.node["driver_internal_info"] or {})
+        info["fake_vmedia"] = {**(info.get("fake_vmedia") or {}), device_type: image_url}
+        task.update(driver_internal_info=info)
+
+    def detach_virtual_media(self, task: Any, device_types: list[str] | None = None) -> None:
+        info = dict(task.node["driver_internal_info"] or {})
+        inserted = dict(info.get("fake_vmedia") or {})
+        for device in device_types or list(inserted):
+            inserted.pop(device, None)
+        info["fake_vmedia"] = inserted
+        task.update(driver_internal_info=info)
+
 
 class FakeConsole(_Fake):
     interface_type = "console"
@@ -83,12 +146,21 @@ class FakeConsole(_Fake):
         return {"type": "fake", "url": "fake://console"}
 
 
+_BIOS_ARGS = {
+    "settings": {
+        "description": "List of BIOS settings, each item needs to contain a dictionary with name/value pairs",
+        "required": True,
+    }
+}
+
+
 class FakeBios(_Fake):
     interface_type = "bios"
 
     def _delay(self) -> None:
         time.sleep(self.conf.fake.bios_delay)
 
+    @deploy_step(priority=0)
     @clean_step(priority=0)
     def factory_reset(self, task: Any) -> None:
         self._delay()
@@ -100,16 +172,8 @@ class FakeBios(_Fake):
         self._delay()
         record(task, "bios.cache_bios_settings")
 
-    @clean_step(
-        priority=0,
-        argsinfo={
-            "settings": {
-                "description": "List of BIOS settings, each item needs to contain a dictionary "
-                "with name/value pairs",
-                "required": True,
-            }
-        },
-    )
+    @deploy_step(priority=0, argsinfo=_BIOS_ARGS)
+    @clean_step(priority=0, argsinfo=_BIOS_ARGS)
     def apply_configuration(self, task: Any, settings: Any) -> None:
         self._delay()
         task.bios_settings(parse_bios_settings(settings), merge=True)
@@ -147,12 +211,36 @@ class FakeFirmware(_Fake):
             isinstance(item, Mapping) and "component" in item for item in settings
         ):
             raise InvalidParameterValue("Invalid firmware settings: each item needs a 'component'")
+        for item in settings:
+            # The version is the image's file name (what a real update would report afterwards).
+            url = str(item.get("url") or "")
+            version = url.rstrip("/").rsplit("/", 1)[-1] or "unknown"
+            task.firmware_flashed(str(item["component"]), version)
         record(task, "firmware.update")
+
+
+class FakeInspect(_Fake):
+    """Inspection reports an inventory made from the node's properties."""
+
+    interface_type = "inspect"
+
+    def inspect_hardware(self, task: Any) -> None:
+        properties = task.node.get("properties") or {}
+        inventory = {
+            "cpu": {"count": int(properties.get("cpus", 1) or 1), "architecture": properties.get("cpu_arch",
+                                                                                              "x86_64")},
+            "memory": {"physical_mb": int(properties.get("memory_mb", 1024) or 1024)},
+            "disks": [{"name": "/dev/sda", "size": int(properties.get("local_gb", 10) or 10) * 1024 ** 3}],
+            "interfaces": [],
+        }
+        task.store_inventory(inventory, {"fake": True})
+        record(task, "inspect.inspect_hardware")
 
 
 class FakeVendor(_Fake):
     interface_type = "vendor"
 
+    @service_step(requires_ramdisk=False)
     @clean_step(priority=1)
     def log_passthrough(self, task: Any) -> None:
         time.sleep(self.conf.fake.vendor_delay)
@@ -162,6 +250,7 @@ class FakeVendor(_Fake):
 class FakeDeploy(_Fake):
     interface_type = "deploy"
 
+    @deploy_step(priority=100)
     def deploy(self, task: Any) -> None:
         record(task, "deploy.deploy")
 
@@ -213,7 +302,7 @@ FAKE_HARDWARE = HardwareType(
         "console": [FakeConsole],
         "deploy": [FakeDeploy],
         "firmware": [FakeFirmware],
-        "inspect": [_simple("inspect")],
+        "inspect": [FakeInspect],
         "management": [FakeManagement],
         "network": [NoopNetwork, FlatNetwork],
         "power": [FakePower],

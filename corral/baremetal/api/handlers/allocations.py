@@ -25,11 +25,14 @@ from corral.baremetal.db import allocations as allocation_db
 from corral.baremetal.db import nodes as node_db
 from corral.baremetal.domain import allocations as domain
 from corral.core.errors import ApiError, BadRequest, Conflict, MethodNotAllowed, NotFound, ServiceUnavailable
+from corral.core.db import is_duplicate
 from corral.core.http import Route, send_empty, send_json
 
 ALLOCATIONS_VERSION = (1, 52)
+UPDATE_VERSION = (1, 57)
 OWNER_VERSION = (1, 60)
 BACKFILL_VERSION = (1, 58)
+PATCHABLE = ("name", "extra")
 
 NOT_ALLOWED = "The API version does not allow allocations"
 
@@ -183,9 +186,7 @@ def _validate(req: falcon.Request, body: Any) -> dict[str, Any]:
             )
     if body.get("uuid") is not None and not _is_uuid(body["uuid"]):
         raise BadRequest(f"Schema error: {body['uuid']!r} is not a 'uuid'")
-    if body.get("node"):
-        raise BadRequest("Backfilling an allocation for an existing deployment is not supported.")
-    if not body.get("resource_class"):
+    if not body.get("resource_class") and not body.get("node"):
         raise BadRequest("The resource_class field is mandatory when not backfilling")
     name = body.get("name")
     if name is not None and not domain.is_valid_name(name):
@@ -197,12 +198,19 @@ def create(state: BaremetalState, req: falcon.Request, resp: falcon.Response) ->
     _require_version(req)
     body = _validate(req, common.json_body(state, req))
     _authorize(state, req, "baremetal:allocation:create", body)
+    if body.get("node"):
+        _backfill(state, req, resp, body)
+        return
     allocation_uuid = body.get("uuid") or uuidutils.generate_uuid()
     with state.db.read() as conn:
         candidates, missing = conductor_allocations.candidate_uuids(conn, body.get("candidate_nodes") or [])
         associated = node_db.list_nodes(conn, {"instance_uuid": allocation_uuid}, limit=1)
+        existing = allocation_db.get(conn, uuid=allocation_uuid)
     if missing:
         raise BadRequest(f"Nodes cannot be found: {', '.join(missing)}")
+    if existing is not None:
+        # An active allocation's UUID is also its node's instance UUID: name the allocation.
+        raise Conflict(f"An allocation with UUID {allocation_uuid} already exists.")
     if associated:
         raise Conflict(f"Instance {allocation_uuid} is already associated with node {associated[0]['uuid']}.")
     owner = body.get("owner")
@@ -224,6 +232,78 @@ def create(state: BaremetalState, req: falcon.Request, resp: falcon.Response) ->
     }
     resp.set_header("Location", f"{links.base(req)}/v1/allocations/{allocation_uuid}")
     send_json(resp, allocation_body(req, allocation), 201)
+
+
+def _backfill(state: BaremetalState, req: falcon.Request, resp: falcon.Response, body: dict[str, Any]) -> None:
+    """An allocation for a node deployed without one (1.58), recorded at once.
+
+    Upstream answers a node that does not fit with a 500 and keeps an
+    allocation in ``error``; Corral refuses it (400) and stores nothing.
+    """
+    try:
+        node = common.find_node(state, req, body["node"])
+    except NotFound:
+        raise BadRequest(f"Node {body['node']} could not be found.") from None
+    with state.db.read() as conn:
+        candidates, missing = conductor_allocations.candidate_uuids(conn, body.get("candidate_nodes") or [])
+    if missing:
+        raise BadRequest(f"Nodes cannot be found: {', '.join(missing)}")
+    owner = body.get("owner")
+    if owner is None and not req.context.is_admin:
+        owner = req.context.project_id
+    values = {
+        "uuid": node.get("instance_uuid") or body.get("uuid") or uuidutils.generate_uuid(),
+        "name": body.get("name"),
+        "resource_class": body.get("resource_class"),
+        "candidate_nodes": candidates,
+        "extra": body.get("extra") or {},
+        "owner": owner,
+    }
+    traits = list(dict.fromkeys(body.get("traits") or []))
+    allocation_id = common.conductor_call(state, node, "backfill_allocation", values=values, traits=traits)
+    with state.db.read() as conn:
+        allocation = allocation_db.get(conn, allocation_id=allocation_id)
+    assert allocation is not None
+    resp.set_header("Location", f"{links.base(req)}/v1/allocations/{allocation['uuid']}")
+    send_json(resp, allocation_body(req, allocation), 201)
+
+
+# ------------------------------------------------------------- update
+
+
+def update(state: BaremetalState, req: falcon.Request, resp: falcon.Response, allocation_ident: str) -> None:
+    _require_version(req)
+    if not req.context.at_least(*UPDATE_VERSION):
+        raise MethodNotAllowed("The API version does not allow updating allocations")
+    allocation = find_allocation(state, req, allocation_ident)
+    _authorize(state, req, "baremetal:allocation:update", allocation)
+    operations = common.json_body(state, req)
+    schemas.validate(schemas.PATCH, operations, "patch")
+    for operation in operations:
+        if operation["path"].split("/")[1] not in PATCHABLE:
+            raise BadRequest(f"Cannot patch {operation['path']}. Only the following can be updated: "
+                             f"{', '.join(PATCHABLE)}")
+        if operation["path"] == "/name" and operation.get("value") and not domain.is_valid_name(operation["value"]):
+            raise BadRequest(f"Cannot update allocation with invalid name '{operation['value']}'")
+    from corral.baremetal.api.handlers.nodes import apply_patch
+
+    patched = apply_patch({"name": allocation["name"], "extra": dict(allocation["extra"] or {})}, operations)
+    if not isinstance(patched.get("extra") or {}, dict):
+        raise BadRequest(f"Schema error: {patched['extra']!r} is not of type 'object'")
+    if patched.get("name") is not None and not isinstance(patched["name"], str):
+        raise BadRequest(f"Schema error: {patched['name']!r} is not of type 'string'")
+    values = {"name": patched.get("name"), "extra": patched.get("extra") or {}}
+    try:
+        state.db.write(lambda conn: allocation_db.update(conn, allocation["id"], values))
+    except Exception as error:
+        if is_duplicate(error):
+            raise Conflict(f"An allocation with name {values['name']} already exists.") from None
+        raise
+    with state.db.read() as conn:
+        updated = allocation_db.get(conn, allocation_id=allocation["id"])
+    if updated is None:
+        raise NotFound(f"Allocation {allocation_ident} could not be found.")
+    send_json(resp, allocation_body(req, updated))
 
 
 # -------------------------------------------------------------- list
@@ -336,6 +416,6 @@ def delete_for_node(state: BaremetalState, req: falcon.Request, resp: falcon.Res
 
 ROUTES = [
     Route("/v1/allocations", {"GET": list_allocations, "POST": create}),
-    Route("/v1/allocations/{allocation_ident}", {"GET": show, "DELETE": delete}),
+    Route("/v1/allocations/{allocation_ident}", {"GET": show, "PATCH": update, "DELETE": delete}),
     Route("/v1/nodes/{node_ident}/allocation", {"GET": show_for_node, "DELETE": delete_for_node}),
 ]

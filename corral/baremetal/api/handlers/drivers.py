@@ -11,7 +11,7 @@ from corral.baremetal.api import common, links, views
 from corral.baremetal.api.state import BaremetalState
 from corral.baremetal.db import conductors as conductor_db
 from corral.baremetal.drivers.base import INTERFACE_TYPES
-from corral.core.errors import BadRequest, NotFound
+from corral.core.errors import BadRequest, NotAcceptable, NotFound
 from corral.core.http import Endpoint, Route, send_json
 
 
@@ -63,16 +63,38 @@ def list_drivers(state: BaremetalState, req: falcon.Request, resp: falcon.Respon
         raise BadRequest(f"Invalid driver type {driver_type!r}: must be 'classic' or 'dynamic'")
     detail = req.get_param("detail")
     is_detail = detail is not None and strutils.bool_from_string(detail)
+    fields = _fields(req)
     found = {} if driver_type == "classic" else _live_hardware(state)
-    send_json(resp, {"drivers": [_driver_body(req, name, entry, is_detail) for name, entry in sorted(found.items())]})
+    send_json(resp, {"drivers": [_selected(_driver_body(req, name, entry, is_detail or fields is not None), fields)
+                                 for name, entry in sorted(found.items())]})
+
+
+def _fields(req: falcon.Request) -> list[str] | None:
+    """``?fields=`` on drivers (1.77)."""
+    raw = req.get_param("fields")
+    if raw is None:
+        return None
+    if not req.context.at_least(1, 77):
+        raise NotAcceptable("Request not acceptable.")
+    return [field.strip() for field in raw.split(",") if field.strip()]
+
+
+def _selected(body: dict[str, Any], fields: list[str] | None) -> dict[str, Any]:
+    if fields is None:
+        return body
+    unknown = set(fields) - set(body)
+    if unknown:
+        raise BadRequest(f'Field(s) "{", ".join(sorted(unknown))}" are not valid')
+    return {key: value for key, value in body.items() if key in fields}
 
 
 def show_driver(state: BaremetalState, req: falcon.Request, resp: falcon.Response, driver_name: str) -> None:
     common.authorize(state, req, "baremetal:driver:get")
+    fields = _fields(req)
     entry = _live_hardware(state).get(driver_name)
     if entry is None:
         raise NotFound(f"Could not find the following driver(s) or hardware type(s): {driver_name}.")
-    send_json(resp, _driver_body(req, driver_name, entry, detail=True))
+    send_json(resp, _selected(_driver_body(req, driver_name, entry, detail=True), fields))
 
 
 def driver_properties(state: BaremetalState, req: falcon.Request, resp: falcon.Response, driver_name: str) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 import falcon
-from oslo_utils import uuidutils
+from oslo_utils import strutils, uuidutils
 
 from corral.baremetal.api import common, views
 from corral.baremetal.api.state import BaremetalState
@@ -16,13 +16,13 @@ from corral.core.http import Endpoint, Route, send_empty, send_json
 
 def get_boot_device(state: BaremetalState, req: falcon.Request, resp: falcon.Response, node_ident: str) -> None:
     node = common.find_node(state, req, node_ident)
-    common.authorize(state, req, "baremetal:node:get", node)
+    common.authorize(state, req, "baremetal:node:get_boot_device", node)
     send_json(resp, common.conductor_call(state, node, "get_boot_device"))
 
 
 def set_boot_device(state: BaremetalState, req: falcon.Request, resp: falcon.Response, node_ident: str) -> None:
     node = common.find_node(state, req, node_ident)
-    common.authorize(state, req, "baremetal:node:update", node)
+    common.authorize(state, req, "baremetal:node:set_boot_device", node)
     body = common.json_body(state, req)
     if not isinstance(body, dict) or not isinstance(body.get("boot_device"), str):
         raise BadRequest("Missing mandatory parameter: boot_device")
@@ -36,13 +36,13 @@ def set_boot_device(state: BaremetalState, req: falcon.Request, resp: falcon.Res
 def supported_boot_devices(state: BaremetalState, req: falcon.Request, resp: falcon.Response,
                            node_ident: str) -> None:
     node = common.find_node(state, req, node_ident)
-    common.authorize(state, req, "baremetal:node:get", node)
+    common.authorize(state, req, "baremetal:node:get_boot_device", node)
     send_json(resp, {"supported_boot_devices": common.conductor_call(state, node, "get_supported_boot_devices")})
 
 
 def inject_nmi(state: BaremetalState, req: falcon.Request, resp: falcon.Response, node_ident: str) -> None:
     node = common.find_node(state, req, node_ident)
-    common.authorize(state, req, "baremetal:node:update", node)
+    common.authorize(state, req, "baremetal:node:inject_nmi", node)
     body = common.json_body(state, req, required=False)
     if body not in (None, {}):
         raise BadRequest("Schema error for inject_nmi: the body must be empty")
@@ -55,14 +55,20 @@ def validate(state: BaremetalState, req: falcon.Request, resp: falcon.Response) 
     if not ident:
         raise BadRequest("Missing mandatory parameter: node")
     node = common.find_node(state, req, ident)
-    common.authorize(state, req, "baremetal:node:get", node)
+    common.authorize(state, req, "baremetal:node:validate", node)
     send_json(resp, common.conductor_call(state, node, "validate_driver_interfaces"))
 
 
 def validate_node(state: BaremetalState, req: falcon.Request, resp: falcon.Response, node_ident: str) -> None:
     node = common.find_node(state, req, node_ident)
-    common.authorize(state, req, "baremetal:node:get", node)
+    common.authorize(state, req, "baremetal:node:validate", node)
     send_json(resp, common.conductor_call(state, node, "validate_driver_interfaces"))
+
+
+BIOS_REGISTRY_VERSION = (1, 74)
+# What a BIOS registry tells about a setting (1.74); the fake BIOS has no registry.
+BIOS_REGISTRY_FIELDS = ("attribute_type", "allowable_values", "lower_bound", "max_length", "min_length",
+                        "read_only", "reset_required", "unique", "upper_bound")
 
 
 def _bios_item(req: falcon.Request, node: dict, setting: dict, detail: bool = False) -> dict:
@@ -71,17 +77,31 @@ def _bios_item(req: falcon.Request, node: dict, setting: dict, detail: bool = Fa
         "value": setting["value"],
         "created_at": views.timestamp(setting["created_at"]),
         "updated_at": views.timestamp(setting["updated_at"]),
-        "links": views.links.resource(req, "nodes", node["uuid"], f"/bios/{setting['name']}"),
     }
+    if detail:
+        item.update({field: setting.get(field) for field in BIOS_REGISTRY_FIELDS})
+    item["links"] = views.links.resource(req, "nodes", node["uuid"], f"/bios/{setting['name']}")
     return item
 
 
 def list_bios(state: BaremetalState, req: falcon.Request, resp: falcon.Response, node_ident: str) -> None:
     node = common.find_node(state, req, node_ident)
     common.authorize(state, req, "baremetal:node:bios:get", node)
+    detail = req.get_param("detail")
+    fields = req.get_param("fields")
+    if (detail is not None or fields is not None) and not req.context.at_least(*BIOS_REGISTRY_VERSION):
+        raise views.not_acceptable(BIOS_REGISTRY_VERSION)
+    is_detail = detail is not None and strutils.bool_from_string(detail)
     with state.db.read() as conn:
         settings = node_db.bios_of(conn, node["id"])
-    send_json(resp, {"bios": [_bios_item(req, node, setting) for setting in settings]})
+    items = [_bios_item(req, node, setting, detail=is_detail or fields is not None) for setting in settings]
+    if fields is not None:
+        wanted = {field.strip() for field in fields.split(",") if field.strip()}
+        unknown = wanted - {"name", "value", "created_at", "updated_at", *BIOS_REGISTRY_FIELDS}
+        if unknown:
+            raise BadRequest(f'Field(s) "{", ".join(sorted(unknown))}" are not valid')
+        items = [{key: value for key, value in item.items() if key in wanted or key == "links"} for item in items]
+    send_json(resp, {"bios": items})
 
 
 def show_bios(state: BaremetalState, req: falcon.Request, resp: falcon.Response, node_ident: str,
@@ -92,12 +112,13 @@ def show_bios(state: BaremetalState, req: falcon.Request, resp: falcon.Response,
         settings = {setting["name"]: setting for setting in node_db.bios_of(conn, node["id"])}
     if setting_name not in settings:
         raise NotFound(f"Node {node['uuid']} doesn't have a BIOS setting '{setting_name}'")
-    send_json(resp, {setting_name: _bios_item(req, node, settings[setting_name])})
+    detail = req.context.at_least(*BIOS_REGISTRY_VERSION)
+    send_json(resp, {setting_name: _bios_item(req, node, settings[setting_name], detail=detail)})
 
 
 def set_raid(state: BaremetalState, req: falcon.Request, resp: falcon.Response, node_ident: str) -> None:
     node = common.find_node(state, req, node_ident)
-    common.authorize(state, req, "baremetal:node:update", node)
+    common.authorize(state, req, "baremetal:node:set_raid_state", node)
     body = common.json_body(state, req)
     if not isinstance(body, dict) or ("logical_disks" in body and not isinstance(body["logical_disks"], list)):
         raise BadRequest("Invalid target RAID configuration: 'logical_disks' must be a list")

@@ -24,7 +24,19 @@ VERB_VERSIONS = {
     "adopt": (1, 17),
     "rescue": (1, 38),
     "unrescue": (1, 38),
+    "deploy": (1, 73),
+    "undeploy": (1, 73),
+    "unhold": (1, 85),
+    "service": (1, 87),
 }
+CONFIGDRIVE_OBJECT_VERSION = (1, 56)
+CONFIGDRIVE_VENDOR_DATA_VERSION = (1, 59)
+DEPLOY_STEPS_VERSION = (1, 69)
+CLEAN_DISABLE_RAMDISK_VERSION = (1, 70)
+SERVICE_DISABLE_RAMDISK_VERSION = (1, 108)
+RUNBOOKS_VERSION = (1, 92)
+# Abort from these waiting states appeared later than the verb.
+ABORT_VERSIONS = {states.INSPECTWAIT: (1, 41), states.DEPLOYWAIT: (1, 110)}
 SOFT_POWER_VERSION = (1, 27)
 
 
@@ -44,21 +56,50 @@ def set_provision_state(state: BaremetalState, req: falcon.Request, resp: falcon
     common.authorize(state, req, "baremetal:node:set_provision_state", node)
     body = common.json_body(state, req)
     schemas.validate(schemas.PROVISION, body, "provision")
+    if body.get("runbook") is None:
+        for steps_field in ("clean_steps", "service_steps"):
+            if body.get(steps_field):
+                common.authorize(state, req, f"baremetal:node:set_provision_state:{steps_field}", node)
     target = body.get("target")
     if target is None:
         raise BadRequest("Missing mandatory parameter: target")
     version = VERB_VERSIONS.get(target)
     if version is not None and not req.context.at_least(*version):
         raise NotAcceptable("Request not acceptable.") if target != "clean" else views.not_acceptable(version)
+    if target in ("active", "deploy", "rebuild") and node["maintenance"]:
+        raise BadRequest(
+            f"The provisioning operation can't be performed on node {node['uuid']} because it's in maintenance mode."
+        )
+    if target == "provide" and node.get("retired"):
+        raise BadRequest(f"The provide operation can't be performed on node {node['uuid']} because it is retired.")
+    event = states.VERB_EVENTS.get(target, target)
+    if states.next_state(node["provision_state"], event) is None:
+        if node.get("reservation"):
+            raise ApiError(f"Node {node['uuid']} is locked by host {node['reservation']}, please retry after the "
+                           "current operation is completed.", status=409)
+        raise BadRequest(f'The requested action "{target}" can not be performed on node "{node["uuid"]}" while it '
+                         f'is in state "{node["provision_state"]}".')
     clean_steps = body.get("clean_steps")
+    service_steps = body.get("service_steps")
+    disable_ramdisk = body.get("disable_ramdisk")
+    if body.get("runbook") is not None:
+        clean_steps, service_steps, disable_ramdisk = _runbook_steps(state, req, node, target, body)
+    _check_disable_ramdisk(req, target, disable_ramdisk)
     if target == "clean":
         if not clean_steps:
             raise BadRequest('"clean_steps" is required when setting target provision state to clean')
         schemas.validate_full(schemas.CLEAN_STEPS, clean_steps, "Invalid clean_steps")
-    elif clean_steps is not None:
+    elif clean_steps:
         raise BadRequest('"clean_steps" is only valid when setting target provision state to clean')
-    if body.get("configdrive") is not None and target not in ("active", "deploy", "rebuild"):
-        raise BadRequest("Adding a config drive is only supported when setting provision state to active or rebuild")
+    deploy_steps = body.get("deploy_steps")
+    if deploy_steps:
+        if not req.context.at_least(*DEPLOY_STEPS_VERSION):
+            raise views.not_acceptable(DEPLOY_STEPS_VERSION)
+        if target not in ("active", "rebuild", "deploy"):
+            raise BadRequest('"deploy_steps" is only valid when setting target provision state to active or rebuild')
+        schemas.validate_full(schemas.DEPLOY_STEPS, deploy_steps, "Invalid deploy_steps")
+        deploy_steps = [{**step, "priority": int(step["priority"])} for step in deploy_steps]
+    _check_configdrive(req, target, body.get("configdrive"))
     if target == "rescue":
         password = body.get("rescue_password")
         if not password or not str(password).strip():
@@ -66,15 +107,87 @@ def set_provision_state(state: BaremetalState, req: falcon.Request, resp: falcon
                              "to rescue")
     elif body.get("rescue_password") is not None:
         raise BadRequest('"rescue_password" is only valid when setting target provision state to rescue')
-    if target in ("active", "deploy", "rebuild") and node["maintenance"]:
-        raise BadRequest(
-            f"The provisioning operation can't be performed on node {node['uuid']} because it's in maintenance mode."
-        )
+    abort_version = ABORT_VERSIONS.get(node["provision_state"])
+    if target == "abort" and abort_version is not None and not req.context.at_least(*abort_version):
+        raise NotAcceptable("Request not acceptable.")
+    if service_steps and target != "service":
+        raise BadRequest('"service_steps" is only valid when setting target provision state to service')
+    if target == "service":
+        if not service_steps:
+            raise BadRequest('"service_steps" is required when setting target provision state to service')
+        schemas.validate_full(schemas.CLEAN_STEPS, service_steps, "Invalid service_steps")
     common.conductor_call(
         state, node, "do_provisioning_action", action=target, clean_steps=clean_steps,
         configdrive=body.get("configdrive"), rescue_password=body.get("rescue_password"),
+        deploy_steps=deploy_steps, service_steps=service_steps, disable_ramdisk=bool(disable_ramdisk),
     )
     common.accepted(resp, _states_location(req, node_ident))
+
+
+_B64_ALPHABET = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/=\n\r\t ")
+
+
+def _check_configdrive(req: falcon.Request, target: str, configdrive: Any) -> None:
+    """A config drive: base64 text or a URL, or (1.56) an object to build one from ((1.59) with vendor_data)."""
+    if not configdrive:
+        return
+    if target not in ("active", "deploy", "rebuild"):
+        raise BadRequest("Adding a config drive is only supported when setting provision state to active, rebuild")
+    if isinstance(configdrive, dict):
+        schemas.validate_full(schemas.CONFIGDRIVE, configdrive, "Invalid configdrive format")
+        if not req.context.at_least(*CONFIGDRIVE_OBJECT_VERSION):
+            raise BadRequest("Providing a JSON object for configdrive is only supported starting with API version "
+                             "1.56")
+        if "vendor_data" in configdrive and not req.context.at_least(*CONFIGDRIVE_VENDOR_DATA_VERSION):
+            raise BadRequest("Providing vendor_data in configdrive is only supported starting with API version 1.59")
+    elif "://" not in configdrive and set(configdrive) - _B64_ALPHABET:
+        raise BadRequest("Invalid configdrive format: it is neither a JSON, nor a URL, nor a base64 string")
+
+
+def _check_disable_ramdisk(req: falcon.Request, target: str, disable_ramdisk: Any) -> None:
+    if disable_ramdisk is None:
+        return
+    if not isinstance(disable_ramdisk, bool):
+        raise BadRequest(f"Invalid disable_ramdisk: {disable_ramdisk!r} is not a boolean")
+    versions = {"clean": CLEAN_DISABLE_RAMDISK_VERSION, "service": SERVICE_DISABLE_RAMDISK_VERSION}
+    if target not in versions:
+        raise BadRequest("disable_ramdisk is supported only with manual cleaning or servicing")
+    if not req.context.at_least(*versions[target]):
+        raise NotAcceptable("disable_ramdisk is not acceptable in this API version")
+
+
+def _runbook_steps(state: BaremetalState, req: falcon.Request, node: dict[str, Any], target: str,
+                   body: dict[str, Any]) -> tuple[Any, Any, Any]:
+    """The clean or service steps of the runbook the request names (1.92), once the node may use it."""
+    from corral.baremetal.api.handlers import runbooks
+
+    if not req.context.at_least(*RUNBOOKS_VERSION):
+        raise NotAcceptable("Request not acceptable.")
+    if target not in ("clean", "service"):
+        raise BadRequest("\"runbooks\" is only valid when setting target provision state to any of "
+                         "['clean', 'service']")
+    if body.get("clean_steps") or body.get("service_steps"):
+        steps_name = "clean_steps" if target == "clean" else "service_steps"
+        raise BadRequest(f'Please provide either "{steps_name}" or a runbook, but not both.')
+    runbook = runbooks.usable_runbook(state, req, body["runbook"])
+    node_traits = set(common.traits_of(state, [node["id"]])[node["id"]])
+    if req.context.at_least(*runbooks.TRAITS_VERSION):
+        if not runbook["traits"]:
+            raise BadRequest(f"Runbook {runbook['uuid']} has no traits configured. Please ask an administrator "
+                             "to add traits to the runbook.")
+        if not set(runbook["traits"]) & node_traits:
+            raise BadRequest(f"This runbook has not been approved for use on this node {node['uuid']}. The node "
+                             f"does not have any of the runbook's traits {sorted(runbook['traits'])}. Please ask "
+                             "an administrator to add a matching trait to your node.")
+    elif runbook["name"] not in node_traits:
+        raise BadRequest(f"This runbook has not been approved for use on this node {node['uuid']}. Please ask an "
+                         "administrator to add it to your node traits.")
+    steps = [{"interface": step["interface"], "step": step["step"], "args": step["args"]}
+             for step in sorted(runbook["steps"], key=lambda step: step["order"])]
+    disable_ramdisk = runbook["disable_ramdisk"] or None
+    if target == "clean":
+        return steps, None, disable_ramdisk
+    return None, steps, disable_ramdisk
 
 
 def set_power_state(state: BaremetalState, req: falcon.Request, resp: falcon.Response, node_ident: str) -> None:
@@ -118,7 +231,7 @@ def set_maintenance(state: BaremetalState, req: falcon.Request, resp: falcon.Res
 
 def unset_maintenance(state: BaremetalState, req: falcon.Request, resp: falcon.Response, node_ident: str) -> None:
     node = common.find_node(state, req, node_ident)
-    common.authorize(state, req, "baremetal:node:set_maintenance", node)
+    common.authorize(state, req, "baremetal:node:clear_maintenance", node)
     common.conductor_call(state, node, "set_maintenance", maintenance=False)
     common.accepted(resp, f"{views.links.base(req)}/v1/nodes/{node_ident}")
 

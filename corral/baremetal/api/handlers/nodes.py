@@ -10,7 +10,7 @@ import falcon
 import jsonpatch
 from oslo_utils import strutils, uuidutils
 
-from corral.baremetal.api import common, schemas, views
+from corral.baremetal.api import common, network_data, schemas, views
 from corral.baremetal.api.state import BaremetalState
 from corral.baremetal.db import allocations as allocation_db
 from corral.baremetal.db import chassis as chassis_db
@@ -18,17 +18,18 @@ from corral.baremetal.db import nodes as node_db
 from corral.baremetal.domain import states
 from corral.baremetal.drivers.base import INTERFACE_TYPES
 from corral.core.db import is_duplicate
-from corral.core.errors import BadRequest, Conflict
+from corral.core.errors import BadRequest, Conflict, Forbidden, NotAcceptable
 from corral.core.http import Route, send_empty, send_json
 
-# Fields a PATCH may change, in upstream's order.
+# Fields a PATCH may change, in upstream's order (its error text lists them so).
 PATCHABLE = (
     "automated_clean", "bios_interface", "boot_interface", "chassis_uuid", "conductor_group",
-    "console_interface", "deploy_interface", "description", "driver", "driver_info", "extra",
-    "inspect_interface", "instance_info", "instance_uuid", "lessee", "maintenance", "management_interface",
-    "name", "network_interface", "owner", "power_interface", "properties", "protected", "protected_reason",
-    "raid_interface", "rescue_interface", "resource_class", "retired", "retired_reason", "storage_interface",
-    "vendor_interface", "firmware_interface",
+    "console_interface", "deploy_interface", "description", "disable_power_off", "driver", "driver_info",
+    "extra", "inspect_interface", "instance_info", "instance_name", "instance_uuid", "lessee", "maintenance",
+    "management_interface", "name", "network_data", "network_interface", "owner", "power_interface",
+    "properties", "protected", "protected_reason", "raid_interface", "rescue_interface", "resource_class",
+    "retired", "retired_reason", "shard", "storage_interface", "vendor_interface", "parent_node",
+    "firmware_interface",
 )
 JSON_DEFAULTS = node_db.JSON_DEFAULTS
 
@@ -46,7 +47,17 @@ FILTERS = {
     "conductor": (1, 49),
     "owner": (1, 50),
     "description_contains": (1, 51),
+    "retired": (1, 61),
+    "lessee": (1, 65),
+    "shard": (1, 82),
+    "sharded": (1, 82),
+    "parent_node": (1, 83),
+    "include_children": (1, 83),
+    "instance_name": (1, 104),
+    # Not version-gated upstream: owner or lessee.
+    "project": (1, 1),
 }
+BOOLEAN_FILTERS = ("associated", "maintenance", "retired", "sharded", "include_children")
 
 
 # ------------------------------------------------------------ create
@@ -56,11 +67,10 @@ def create(state: BaremetalState, req: falcon.Request, resp: falcon.Response) ->
     common.authorize(state, req, "baremetal:node:create")
     body = common.json_body(state, req)
     schemas.validate(schemas.NODE_CREATE, body, "node")
-    for field in body:
-        views.require_field_version(field, req)
+    body = schemas.check_node_formats(body)
+    reject_newer_fields(req, body)
     chassis_id = _chassis_id(state, body.get("chassis_uuid"))
-    if body.get("protected") or body.get("protected_reason"):
-        raise BadRequest("Only active nodes can be protected; create the node first.")
+    network_data.check(body.get("network_data"))
     group = (body.get("conductor_group") or "").lower()
     state.rpc.check_driver(body["driver"], group)
     values = {key: value for key, value in body.items() if key != "chassis_uuid"}
@@ -71,11 +81,13 @@ def create(state: BaremetalState, req: falcon.Request, resp: falcon.Response) ->
             values[field] = copy.deepcopy(default)
     values["uuid"] = body.get("uuid") or uuidutils.generate_uuid()
     values["conductor_group"] = group
+    if body.get("parent_node"):
+        values["parent_node"] = _parent_uuid(state, req, body["parent_node"])
     # Nodes start in enroll from 1.11; older clients expect them available.
     values["provision_state"] = states.ENROLL if req.context.at_least(1, 11) else states.AVAILABLE
-    values.setdefault("maintenance", False)
-    values.setdefault("console_enabled", False)
-    values.setdefault("protected", False)
+    for flag in ("maintenance", "console_enabled", "protected", "retired", "disable_power_off"):
+        if values.get(flag) is None:
+            values[flag] = False
 
     def insert(conn: Any) -> int:
         return node_db.insert(conn, values)
@@ -113,6 +125,29 @@ def _with_links(conn: Any, nodes: list[dict[str, Any]]) -> None:
         node["chassis_uuid"] = chassis_uuids.get(node.get("chassis_id"))
 
 
+def reject_newer_fields(req: falcon.Request, body: dict[str, Any]) -> None:
+    """406 for a field newer than the request's version, as upstream refuses them.
+
+    Like upstream, an empty value (null; "" for conductor_group) of a newer
+    field passes: old clients send those.
+    """
+    for field, version in views.FIELD_VERSIONS.items():
+        if req.context.at_least(*version) or field not in body:
+            continue
+        empty = "" if field == "conductor_group" else None
+        if body[field] != empty:
+            raise NotAcceptable("Request not acceptable.")
+
+
+def _parent_uuid(state: BaremetalState, req: falcon.Request, ident: str) -> str:
+    """The UUID of the parent node named by UUID or name (400 when it does not exist)."""
+    with state.db.read() as conn:
+        parent = node_db.get(conn, uuid=ident) if uuidutils.is_uuid_like(ident) else node_db.get(conn, name=ident)
+    if parent is None or not common.can_see(req, parent):
+        raise BadRequest(f"Node {ident} could not be found.")
+    return parent["uuid"]
+
+
 def _duplicate(state: BaremetalState, values: dict[str, Any]) -> Conflict:
     with state.db.read() as conn:
         if values.get("name") and node_db.get(conn, name=values["name"]) is not None:
@@ -133,7 +168,8 @@ def _full(state: BaremetalState, req: falcon.Request, node: dict[str, Any],
     node = dict(node)
     with state.db.read() as conn:
         _with_links(conn, [node])
-    return views.node_body(req, node, traits=traits, conductor=state.rpc.owner(node), fields=fields)
+    body = views.node_body(req, node, traits=traits, conductor=state.rpc.owner(node), fields=fields)
+    return common.redact(state, req, node, body)
 
 
 # -------------------------------------------------------------- list
@@ -175,18 +211,33 @@ def _filters(state: BaremetalState, req: falcon.Request) -> dict[str, Any]:
             continue
         if not req.context.at_least(*version):
             raise views.not_acceptable(version)
-        if name in ("associated", "maintenance"):
+        if name in BOOLEAN_FILTERS:
             filters[name] = _boolean(value, name)
+        elif name in ("chassis_uuid", "instance_uuid") and not uuidutils.is_uuid_like(value):
+            raise BadRequest(f"Expected UUID for {name}: {value}")
         elif name == "chassis_uuid":
             with state.db.read() as conn:
-                chassis = chassis_db.get(conn, uuid=value) if uuidutils.is_uuid_like(value) else None
+                chassis = chassis_db.get(conn, uuid=value)
             filters["chassis_id"] = chassis["id"] if chassis is not None else -1
         else:
             filters[name] = value
     if "conductor_group" in filters:
         filters["conductor_group"] = filters["conductor_group"].lower()
-    if not req.context.is_admin:
-        filters["project"] = req.context.project_id or ""
+    if "shard" in filters:
+        filters["shard_in"] = [item.strip() for item in filters.pop("shard").split(",") if item.strip()]
+    if "sharded" in filters:
+        filters["sharded"] = bool(filters["sharded"])
+    # Child nodes show only when asked for, or under their parent.
+    include_children = filters.pop("include_children", False)
+    if "parent_node" in filters:
+        filters["parent_node"] = _parent_uuid(state, req, filters["parent_node"])
+    elif not include_children:
+        filters["parent_node"] = None
+    if not common.allowed(state, req, "baremetal:node:list_all"):
+        # A project lists the nodes it owns or leases.
+        if not req.context.project_id or filters.get("project") not in (None, req.context.project_id):
+            raise Forbidden("baremetal:node:list_all is disallowed by policy")
+        filters["project"] = req.context.project_id
     return filters
 
 
@@ -208,6 +259,7 @@ def _list(state: BaremetalState, req: falcon.Request, resp: falcon.Response, *, 
     limit, sort_key, sort_dir, marker = common.paging(
         state, req, sort_keys=node_db.SORT_KEYS, find_marker=lambda conn, uuid: node_db.get(conn, uuid=uuid), kind="Node"
     )
+    see_all = req.context.is_admin
     live = state.rpc.live()
     found: list[dict[str, Any]] = []
     with state.db.read() as conn:
@@ -229,9 +281,10 @@ def _list(state: BaremetalState, req: falcon.Request, resp: falcon.Response, *, 
     for node in found:
         owner = state.rpc.owner(node, live)
         if detail:
-            items.append(views.node_body(req, node, traits=traits[node["id"]], conductor=owner))
+            item = views.node_body(req, node, traits=traits[node["id"]], conductor=owner)
         else:
-            items.append(views.list_item(req, node, fields=fields, traits=traits[node["id"]], conductor=owner))
+            item = views.list_item(req, node, fields=fields, traits=traits[node["id"]], conductor=owner)
+        items.append(item if see_all else common.redact(state, req, node, item))
     body: dict[str, Any] = {"nodes": items}
     if found and len(found) == limit:
         query = {"sort_key": sort_key, "sort_dir": sort_dir}
@@ -258,18 +311,15 @@ def show(state: BaremetalState, req: falcon.Request, resp: falcon.Response, node
 
 def patch(state: BaremetalState, req: falcon.Request, resp: falcon.Response, node_ident: str) -> None:
     node = common.find_node(state, req, node_ident)
-    common.authorize(state, req, "baremetal:node:update", node)
     operations = common.json_body(state, req)
     schemas.validate(schemas.PATCH, operations, "patch")
+    _authorize_patch(state, req, node, operations)
     reset_interfaces = _reset_interfaces(req)
-    allowed = [field for field in PATCHABLE if views.visible(field, req) and field in schemas.NODE_PROPERTIES]
     for operation in operations:
-        field = operation["path"].split("/")[1]
-        if field not in allowed:
-            if field in PATCHABLE and field in views.FIELD_VERSIONS and field in schemas.NODE_PROPERTIES:
-                views.require_field_version(field, req)
+        field = _patch_field(req, operation["path"])
+        if field not in PATCHABLE:
             raise BadRequest(f"Cannot patch {operation['path']}. Only the following can be updated: "
-                             f"{', '.join(allowed)}")
+                             f"{', '.join(PATCHABLE)}")
         if operation["op"] != "remove" and "value" not in operation:
             raise BadRequest(f"'add' and 'replace' operations need a value: {operation['path']}")
     with state.db.read() as conn:
@@ -278,6 +328,13 @@ def patch(state: BaremetalState, req: falcon.Request, resp: falcon.Response, nod
     if not req.context.at_least(1, 25) and any(
             operation["op"] == "remove" and operation["path"] == "/chassis_uuid" for operation in operations):
         raise BadRequest("Cannot remove chassis_uuid from a node before API version 1.25.")
+    # A field newer than the request is refused (406), as upstream does.
+    for operation in operations:
+        field = _patch_field(req, operation["path"])
+        version = views.FIELD_VERSIONS.get(field)
+        if version is not None and not req.context.at_least(*version) and operation.get("value") is not None:
+            raise NotAcceptable("Request not acceptable.")
+    allowed = [field for field in PATCHABLE if views.visible(field, req)]
     current = {field: copy.deepcopy(node.get(field)) for field in allowed}
     patched = apply_patch(current, operations)
     for field in allowed:
@@ -286,11 +343,19 @@ def patch(state: BaremetalState, req: falcon.Request, resp: falcon.Response, nod
     for field in node_db.JSON_FIELDS:
         if field in patched and patched[field] is None:
             patched[field] = {}
-    if patched.get("maintenance") is None:
-        patched["maintenance"] = False
-    if patched.get("protected") is None:
-        patched["protected"] = False
+    for flag in ("maintenance", "protected", "retired", "disable_power_off"):
+        if flag in patched and patched[flag] is None:
+            patched[flag] = False
     schemas.validate(schemas.NODE_PATCHED, patched, "node")
+    patched = schemas.check_node_formats({key: value for key, value in patched.items()
+                                          if key != "name" or value != node.get("name")},
+                                         node_uuid=node["uuid"])
+    if "network_data" in patched and patched["network_data"] != node.get("network_data"):
+        network_data.check(patched["network_data"])
+    if patched.get("parent_node") and patched["parent_node"] != node.get("parent_node"):
+        patched["parent_node"] = _parent_uuid(state, req, patched["parent_node"])
+        if patched["parent_node"] == node["uuid"]:
+            raise BadRequest(f"Node {node['uuid']} cannot be its own parent node.")
     changes = {key: value for key, value in patched.items() if node.get(key) != value}
     if "chassis_uuid" in changes:
         changes["chassis_id"] = _chassis_id(state, changes.pop("chassis_uuid"))
@@ -320,6 +385,50 @@ def patch(state: BaremetalState, req: falcon.Request, resp: falcon.Response, nod
         updated = node_db.get(conn, node_id=node["id"])
     assert updated is not None
     send_json(resp, _full(state, req, updated))
+
+
+# Fields with a policy rule of their own; the others need "baremetal:node:update".
+PATCH_RULES = {
+    "driver_info": "baremetal:node:update:driver_info",
+    "properties": "baremetal:node:update:properties",
+    "chassis_uuid": "baremetal:node:update:chassis_uuid",
+    "instance_uuid": "baremetal:node:update:instance_uuid",
+    "lessee": "baremetal:node:update:lessee",
+    "owner": "baremetal:node:update:owner",
+    "driver": "baremetal:node:update:driver_interfaces",
+    **{f"{name}_interface": "baremetal:node:update:driver_interfaces" for name in INTERFACE_TYPES},
+    "network_data": "baremetal:node:update:network_data",
+    "conductor_group": "baremetal:node:update:conductor_group",
+    "name": "baremetal:node:update:name",
+    "retired": "baremetal:node:update:retired",
+    "retired_reason": "baremetal:node:update:retired",
+    "shard": "baremetal:node:update:shard",
+    "parent_node": "baremetal:node:update:parent_node",
+    "disable_power_off": "baremetal:node:update:disable_power_off",
+    "extra": "baremetal:node:update_extra",
+    "instance_info": "baremetal:node:update_instance_info",
+}
+
+
+def _authorize_patch(state: BaremetalState, req: falcon.Request, node: dict[str, Any],
+                     operations: list[dict[str, Any]]) -> None:
+    rules = []
+    for operation in operations:
+        rule = PATCH_RULES.get(_patch_field(req, operation["path"]), "baremetal:node:update")
+        if rule not in rules:
+            rules.append(rule)
+        if rule == "baremetal:node:update:owner" and node["provision_state"] == states.ACTIVE:
+            rules.append("baremetal:node:update_owner_provisioned")
+    for rule in rules or ["baremetal:node:update"]:
+        common.authorize(state, req, rule, node)
+
+
+def _patch_field(req: falcon.Request, path: str) -> str:
+    """The top-level field a patch path names ("~1" and "~0" unescaped from 1.98)."""
+    field = path.split("/")[1]
+    if req.context.at_least(1, 98):
+        field = field.replace("~1", "/").replace("~0", "~")
+    return field
 
 
 def _reset_interfaces(req: falcon.Request) -> bool:
