@@ -12,6 +12,16 @@ from oslo_config import cfg
 
 from corral.core.config import sqlite_url
 
+DEFAULT_OPTS = [
+    cfg.StrOpt(
+        "compute_driver",
+        choices=[("fake.FakeDriver", "a fake hypervisor sized by [fake_driver], for demonstrations and tests")],
+        help="Virt driver of this host's compute service. Unset (the default), the host runs no "
+        "compute service: it reports no compute node to Placement and takes no servers. "
+        "'fake.FakeDriver' runs one that pretends to host servers.",
+    ),
+]
+
 API_DATABASE_OPTS = [
     cfg.StrOpt(
         "connection",
@@ -127,6 +137,7 @@ COMPUTE_OPTS = [
     ),
 ]
 
+# Used with [DEFAULT] compute_driver = fake.FakeDriver.
 FAKE_DRIVER_OPTS = [
     cfg.IntOpt("vcpus", default=64, min=1, help="vCPUs the fake virt driver reports per host."),
     cfg.IntOpt("memory_mb", default=131072, min=1, help="RAM (MiB) the fake virt driver reports per host."),
@@ -195,6 +206,7 @@ PLACEMENT_OPTS = [
 
 
 def register_opts(conf: cfg.ConfigOpts) -> None:
+    conf.register_opts(DEFAULT_OPTS)
     conf.register_opts(API_DATABASE_OPTS, group="api_database")
     conf.register_opts(DATABASE_OPTS, group="database")
     conf.register_opts(CELLS_OPTS, group="cells")

@@ -43,8 +43,20 @@ def make_app(conf: cfg.ConfigOpts) -> Any:
 
 
 def start_background(conf: cfg.ConfigOpts, role: str) -> list[Any]:
-    """For roles 'all', 'background' and 'compute': this host's compute service in cell1."""
+    """For roles 'all', 'background' and 'compute': this host's compute service in cell1.
+
+    Only when ``[DEFAULT] compute_driver`` names a driver: a cloud shows
+    only the hosts it has.
+    """
     if role not in ("all", "background", "compute"):
+        return []
+    if conf.compute_driver is None:
+        if role == "compute":
+            import click
+
+            raise click.ClickException(
+                "--role compute needs a virt driver: set [DEFAULT] compute_driver (fake.FakeDriver)"
+            )
         return []
     from corral.core.db import database_from_conf
     from corral.compute.domain.cell_admin import cell_for_database, ensure_default_cells

@@ -4,7 +4,9 @@
     Like upstream: ``X-Auth-Token: user[:project]``; the user ``admin`` gets
     the admin role (plus reader and member), other users member and reader,
     an ``X-Roles`` header (as upstream Placement reads it) exactly its roles.
-    No token header is a 401; an empty token is a user without roles.
+    ``X-Project-Id`` and ``OpenStack-System-Scope`` set the project and the
+    system scope as they do upstream.  No token header is a 401; an empty
+    token is a user without roles.
 ``noauth``
     No authentication at all; every request is an admin (standalone Ironic's
     ``noauth``).
@@ -64,7 +66,14 @@ def authenticate_noauth2(req: falcon.Request) -> None:
     if token is None:
         raise Unauthorized("The request you have made requires authentication.")
     user, _, project = token.partition(":")
-    _fill(req.context, user, project or None, _noauth2_roles(req, user))
+    # As upstream Placement reads a request: ``OpenStack-System-Scope`` makes
+    # the request system-scoped (the token then names no project), and an
+    # ``X-Project-Id`` header, as keystonemiddleware sends it, wins over the
+    # token's project.
+    system_scope = req.get_header("OpenStack-System-Scope") or None
+    project = req.get_header("X-Project-Id") or (None if system_scope else project or None)
+    _fill(req.context, user, project, _noauth2_roles(req, user))
+    req.context.system_scope = system_scope
 
 
 def _noauth2_roles(req: falcon.Request, user: str) -> tuple[str, ...]:

@@ -369,8 +369,9 @@ def test_cell_comes_back(world: Fixtures) -> None:
     world.bring_cell2_back()
     body = user(world).get("/v2.1/servers").json()
     assert all("name" in r for r in body["servers"])
-    # Full records again, the soft-deleted one included.
-    assert len(body["servers"]) == 5
+    # Full records again; as upstream, the soft-deleted one is not listed.
+    assert len(body["servers"]) == 4
+    assert world.servers["c2_soft_deleted"] not in {r["id"] for r in body["servers"]}
 
 
 # ------------------------------------------------------------ hung cell

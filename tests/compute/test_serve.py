@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -19,7 +21,7 @@ HEADERS = {"X-Auth-Token": "admin", "OpenStack-API-Version": "compute 2.69"}
 def test_all_in_one_boots_through_placement(data_dir: Path, tmp_path: Path) -> None:
     port = free_port()
     config = write_config(tmp_path / "corral.conf", {
-        "DEFAULT": {"host": "aio-host"},
+        "DEFAULT": {"host": "aio-host", "compute_driver": "fake.FakeDriver"},
         "api": {"auth_strategy": "noauth2"},
         "placement": {"local_port": port},
         "compute": {"poll_interval": 0.2},
@@ -56,3 +58,46 @@ def test_all_in_one_boots_through_placement(data_dir: Path, tmp_path: Path) -> N
         assert [(s["host"], s["state"]) for s in services] == [("aio-host", "up")]
     finally:
         process.stop()
+
+
+def test_a_fresh_serve_invents_no_compute_host(data_dir: Path, tmp_path: Path) -> None:
+    """Without [DEFAULT] compute_driver the host runs no compute service: nothing to boot on."""
+    port = free_port()
+    config = write_config(tmp_path / "corral.conf", {
+        "DEFAULT": {"host": "aio-host"},
+        "api": {"auth_strategy": "noauth2"},
+        "placement": {"local_port": port},
+        "compute": {"poll_interval": 0.2},
+    })
+    process = CorralProcess(config, data_dir, port=port).start(wait_path="/compute/")
+    try:
+        compute = process.url + "/compute/v2.1"
+        # A compute service registers itself before the server answers its first request.
+        assert requests.get(compute + "/os-services", headers=HEADERS, timeout=30).json()["services"] == []
+        flavor = {"flavor": {"name": "tiny", "ram": 256, "vcpus": 1, "disk": 1, "id": "1"}}
+        assert requests.post(compute + "/flavors", json=flavor, headers=HEADERS, timeout=30).status_code == 200
+        body = {"server": {"name": "vm", "flavorRef": "1", "imageRef": "img", "networks": "none"}}
+        resp = requests.post(compute + "/servers", json=body, headers=HEADERS, timeout=30)
+        assert resp.status_code == 202, resp.text
+        server = requests.get(f"{compute}/servers/{resp.json()['server']['id']}", headers=HEADERS, timeout=30)
+        assert server.json()["server"]["status"] == "ERROR"
+        assert server.json()["server"]["fault"]["message"].startswith("No valid host was found.")
+        providers = requests.get(process.url + "/placement/resource_providers",
+                                 headers={"X-Auth-Token": "admin"}, timeout=30).json()["resource_providers"]
+        assert providers == []
+    finally:
+        process.stop()
+
+
+def test_compute_role_without_a_driver_is_one_clear_error(data_dir: Path, tmp_path: Path) -> None:
+    config = write_config(tmp_path / "corral.conf", {"api": {"auth_strategy": "noauth2"}})
+    result = subprocess.run(
+        [sys.executable, "-m", "corral", "serve", "--role", "compute", "--config-file", str(config),
+         "--data-dir", str(data_dir)],
+        capture_output=True, text=True, timeout=120,
+    )
+    assert result.returncode != 0
+    assert result.stderr.strip().splitlines()[-1] == (
+        "Error: --role compute needs a virt driver: set [DEFAULT] compute_driver (fake.FakeDriver)"
+    )
+    assert "Traceback" not in result.stderr

@@ -174,3 +174,17 @@ def test_inventory_records_as_upstream_validates_them(placement) -> None:
             f"Unknown resource class in inventory for resource provider {rp}: No such resource class vcpu."
         )
 
+
+
+@pytest.mark.parametrize("limit", ["cow", "-1", "0"])
+def test_invalid_candidate_limit_is_worded_as_upstream(placement, limit: str) -> None:
+    refused = placement.client("1.16").get(f"/allocation_candidates?resources=VCPU:1&limit={limit}")
+    assert _error(refused) == {
+        "status": 400, "title": "Bad Request",
+        "detail": BAD_REQUEST.format(
+            f"Invalid query string parameters: '{limit}' does not match '^[1-9][0-9]*$'  "
+            "Failed validating 'pattern' in schema['properties']['limit']:     "
+            "{'type': ['integer', 'string'],      'pattern': '^[1-9][0-9]*$',      'minimum': 1,      'minLength': 1}  "
+            f"On instance['limit']:     '{limit}'"
+        ),
+    }

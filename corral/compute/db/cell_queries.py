@@ -38,7 +38,8 @@ class InstanceFilters:
 
     project_id: str | None = None
     user_id: str | None = None
-    # None: not deleted; True: deleted only; "any": both.
+    # As upstream reads its ``deleted`` filter: False, neither deleted nor
+    # soft-deleted; True, deleted or soft-deleted; "any", every instance.
     deleted: bool | str | None = False
     exact: dict[str, Any] = field(default_factory=dict)
     # column -> list of accepted values
@@ -127,6 +128,12 @@ def _equal(column: sa.ColumnElement[Any], value: Any) -> Any:
     return column.is_(None) if value is None else column == value
 
 
+def _not_soft_deleted() -> Any:
+    # vm_state != 'soft-delete' OR vm_state IS NULL
+    c = t.instances.c
+    return sa.or_(c.vm_state != SOFT_DELETED, c.vm_state.is_(None))
+
+
 def _where_filters(query: Any, filters: InstanceFilters) -> Any:
     c = t.instances.c
     if filters.match_nothing:
@@ -136,9 +143,9 @@ def _where_filters(query: Any, filters: InstanceFilters) -> Any:
     if filters.user_id is not None:
         query = query.where(c.user_id == filters.user_id)
     if filters.deleted is True:
-        query = query.where(c.deleted.is_(True))
+        query = query.where(sa.or_(c.deleted.is_(True), c.vm_state == SOFT_DELETED))
     elif filters.deleted is False:
-        query = query.where(c.deleted.is_(False))
+        query = query.where(c.deleted.is_(False), _not_soft_deleted())
     for column, value in filters.exact.items():
         query = query.where(_equal(c[column], value))
     for column, values in filters.one_of.items():
@@ -198,13 +205,17 @@ def deleted_or_soft_deleted(conn: Connection, uuids: Sequence[str]) -> set[str]:
 
 
 def usage(conn: Connection, project_id: str) -> dict[str, int]:
-    """Instances, vCPUs and RAM a project uses in this cell (not-deleted rows)."""
+    """Instances, vCPUs and RAM a project uses in this cell.
+
+    Like upstream, neither deleted nor soft-deleted instances count.
+    """
     # SELECT count(*), sum(vcpus), sum(memory_mb) FROM instances WHERE project_id = :p AND deleted = false
+    #   AND (vm_state != 'soft-delete' OR vm_state IS NULL)
     c = t.instances.c
     row = conn.execute(
         sa.select(sa.func.count(), sa.func.coalesce(sa.func.sum(c.vcpus), 0),
                   sa.func.coalesce(sa.func.sum(c.memory_mb), 0))
-        .where(c.project_id == project_id, c.deleted.is_(False))
+        .where(c.project_id == project_id, c.deleted.is_(False), _not_soft_deleted())
     ).one()
     return {"instances": int(row[0]), "cores": int(row[1]), "ram": int(row[2])}
 

@@ -152,7 +152,8 @@ def _provider_schemas() -> list[tuple[Version | None, Version | None, dict[str, 
 
 
 def _schema_message(error: jsonschema.ValidationError) -> str:
-    return INVALID_QUERY % error.message
+    # Upstream's wording: the whole validation error, schema and instance included.
+    return INVALID_QUERY % error
 
 
 @functools.cache

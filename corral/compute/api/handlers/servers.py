@@ -88,6 +88,10 @@ _CREATE = util.Schema({
 })
 
 
+# What upstream's bool_from_string takes for true.
+_TRUE = frozenset({"1", "t", "true", "on", "y", "yes"})
+
+
 def _last_segment(reference: Any) -> str:
     return str(reference).rstrip("/").rsplit("/", 1)[-1]
 
@@ -183,8 +187,6 @@ def _filters(req: falcon.Request, options: dict[str, list[str]], all_tenants: bo
                     selected = []
                 vm_states += selected
             filters.one_of["vm_state"] = vm_states
-            if states.DELETED in vm_states:
-                filters.deleted = "any"
         elif name == "changes-since":
             filters.changes_since = _parse_time(value, name)
         elif name == "changes-before":
@@ -192,10 +194,18 @@ def _filters(req: falcon.Request, options: dict[str, list[str]], all_tenants: bo
         elif name in ("ip", "ip6", "tags", "tags-any"):
             # No server has addresses or tags in Corral.
             filters.match_nothing = True
-    if filters.changes_since is not None or filters.changes_before is not None:
-        filters.deleted = "any"
+    # Upstream's rules: without a ``deleted`` filter only servers that are
+    # neither deleted nor soft-deleted are listed, unless changes-since or
+    # changes-before ask for recent changes (deleted ones included); an
+    # unrecognised ``deleted`` value means false.
     if "deleted" in options:
-        filters.deleted = util.parse_bool(options["deleted"][-1], "deleted")
+        filters.deleted = options["deleted"][-1].strip().lower() in _TRUE
+    elif filters.changes_since is not None or filters.changes_before is not None:
+        filters.deleted = "any"
+    if filters.one_of.get("vm_state") == [states.DELETED]:
+        if not context.is_admin:
+            raise errors.Forbidden("Only administrators may list deleted instances")
+        filters.deleted = True
     if filters.changes_since and filters.changes_before and filters.changes_since > filters.changes_before:
         raise errors.BadRequest("The value of changes-since must be less than or equal to changes-before.")
     return filters
