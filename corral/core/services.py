@@ -15,6 +15,9 @@ Each entry names a module that provides:
     return objects with a ``stop()`` method.
 ``cli`` (optional)
     A click group added to the ``corral`` command under ``NAME``.
+``prepare(conf, url)`` (optional)
+    Run by ``corral serve`` before serving (``url`` is where the server is
+    reached); returns lines to show the operator.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from collections.abc import Iterable
 from types import ModuleType
 
 SERVICE_MODULES: dict[str, str] = {
+    "identity": "corral.identity.service",
     "placement": "corral.placement.service",
     "compute": "corral.compute.service",
     "baremetal": "corral.baremetal.service",
