@@ -11,7 +11,7 @@ from corral.core.errors import Forbidden
 from corral.core.http import Route, send_empty, send_json
 from corral.identity.api import util, views
 from corral.identity.api.common import domain_or_404, new_id, project_or_404, revoke, user_or_404, write
-from corral.identity.api.errors import unauthorized
+from corral.identity.api.errors import not_found, unauthorized
 from corral.identity.api.state import IdentityState
 from corral.identity.db import app_creds, resources
 from corral.identity.db import roles as role_db
