@@ -102,7 +102,7 @@ class KeyRing:
         self._lock = threading.Lock()
         self._stamp: tuple[float, tuple[str, ...]] | None = None
         self._fernet: MultiFernet | None = None
-        self._checked = 0.0
+        self._checked = float("-inf")
         # Increases every time the keys change (caches keyed on keys start over).
         self.generation = 0
 
@@ -115,6 +115,10 @@ class KeyRing:
                     self._checked = now
         assert self._fernet is not None
         return self._fernet
+
+    def expire(self) -> None:
+        """Look at the repository again at the next use (after a rotation made by this process)."""
+        self._checked = float("-inf")
 
     def _reload(self) -> None:
         try:
