@@ -15,13 +15,12 @@ from typing import Any
 
 from sqlalchemy.engine import Connection
 
-from corral.core.errors import ApiError, Forbidden, NotFound, Unauthorized
-from corral.identity.api.errors import unauthorized
+from corral.core.errors import ApiError, Forbidden, NotFound
 from corral.identity.db import app_creds, resources
 from corral.identity.db import roles as role_db
 from corral.identity.domain import roles as role_logic
 from corral.identity.domain import tokens
-from corral.identity.domain.auth_request import AuthRequest, NamedRef
+from corral.identity.domain.auth_request import AuthRequest, NamedRef, unauthorized
 from corral.identity.domain.passwords import PasswordHasher
 from corral.identity.domain.tokens import InvalidToken, TokenPayload
 from corral.identity.validator import TokenValidator
@@ -123,10 +122,7 @@ class TokenIssuer:
         domain = self._find_domain(conn, NamedRef(id=ref.domain_id, name=ref.domain_name))
         if domain is None or ref.name is None:
             return None
-        user = resources.get_user_by_name(conn, ref.name, domain["id"])
-        if user is not None:
-            user["_domain_enabled"] = domain["enabled"]
-        return user
+        return resources.get_user_by_name(conn, ref.name, domain["id"])
 
     @staticmethod
     def _find_domain(conn: Connection, ref: NamedRef) -> dict[str, Any] | None:
@@ -134,11 +130,11 @@ class TokenIssuer:
             return resources.get_domain_by_name(conn, ref.name)
         return resources.get_domain(conn, ref.id) if ref.id is not None else None
 
-    def _usable(self, conn: Connection, user: dict[str, Any] | None) -> bool:
+    @staticmethod
+    def _usable(conn: Connection, user: dict[str, Any] | None) -> bool:
+        """An enabled user in an enabled domain."""
         if user is None or not user["enabled"]:
             return False
-        if "_domain_enabled" in user:
-            return bool(user.pop("_domain_enabled"))
         domain = resources.get_domain(conn, user["domain_id"])
         return domain is not None and bool(domain["enabled"])
 
@@ -155,7 +151,6 @@ class TokenIssuer:
         matches = self._hasher.verify(password[: self._conf.identity.max_password_length], stored)
         if not (matches and usable and user is not None):
             raise unauthorized()
-        user.pop("_domain_enabled", None)
         return Identity(user=user, methods=("password",), expires_at=expires_at)
 
     def _by_token(self, request: AuthRequest) -> Identity:
@@ -193,7 +188,6 @@ class TokenIssuer:
             elif request.app_cred_user is not None:
                 owner = self._find_user(conn, request.app_cred_user)
                 if owner is not None:
-                    owner.pop("_domain_enabled", None)
                     credential = app_creds.get_by_name(conn, owner["id"], request.app_cred.name or "")
             if credential is None:
                 # Keystone says so (credential ids are random; nothing to guess from it).
@@ -294,5 +288,5 @@ class TokenIssuer:
             credential = found
         allowed = role_logic.expand(credential["role_ids"], role_db.implications(conn))
         if not set(credential["role_ids"]) <= set(role_ids):
-            raise Unauthorized("The request you have made requires authentication.")
+            raise unauthorized()
         return [role_id for role_id in role_ids if role_id in allowed]

@@ -34,6 +34,7 @@ class ServiceTokenSource:
         self._conf = conf
         self._db = database_from_conf(conf, identity_conf.database_url(conf))
         self._validator = make_validator(conf, self._db)
+        # Service tokens involve no password: the hasher is never used.
         self._issuer = TokenIssuer(conf, self._db, PasswordHasher(rounds=4, concurrency=1), self._validator)
         self._lock = threading.Lock()
         self._token: str | None = None

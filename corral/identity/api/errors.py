@@ -12,6 +12,9 @@ import falcon
 import orjson
 
 from corral.core import errors
+from corral.identity.domain.auth_request import unauthorized
+
+__all__ = ["body", "conflict", "forbidden", "format_error", "not_found", "unauthorized"]
 
 
 def body(error: errors.ApiError) -> dict[str, object]:
@@ -29,11 +32,6 @@ def format_error(req: falcon.Request, error: errors.ApiError) -> tuple[bytes, st
 
 def not_found(kind: str, ident: str) -> errors.NotFound:
     return errors.NotFound(f"Could not find {kind}: {ident}.")
-
-
-def unauthorized() -> errors.Unauthorized:
-    """Keystone's one answer to every failed login, whatever failed."""
-    return errors.Unauthorized("The request you have made requires authentication.")
 
 
 def conflict(kind: str, detail: str) -> errors.Conflict:

@@ -73,6 +73,11 @@ _EXPLANATION = (
 )
 
 
+def unauthorized() -> Unauthorized:
+    """Keystone's one answer to every failed login, whatever failed."""
+    return Unauthorized("The request you have made requires authentication.")
+
+
 def expecting(attribute: str, target: str) -> BadRequest:
     """Keystone's ValidationError wording."""
     return BadRequest(f"Expecting to find {attribute} in {target}.{_EXPLANATION}")
@@ -219,7 +224,7 @@ def _scope(auth: dict[str, Any], default_domain_id: str) -> dict[str, Any]:
         raise expecting("system, project, domain, OS-TRUST:trust or unscoped", "scope")
     kind = kinds[0]
     if kind == "OS-TRUST:trust":
-        raise Unauthorized("The request you have made requires authentication.")
+        raise unauthorized()
     if kind in ("unscoped", "system"):
         return {"scope": kind}
     ref = scope[kind]
