@@ -189,12 +189,24 @@ def _ours(path: str) -> bool:
         return False
 
 
+def _private_sqlite(url: str) -> None:
+    """An embedded identity database holds password hashes: readable by its owner only.
+
+    SQLite gives its journal files the database file's mode.
+    """
+    if url.startswith("sqlite:///"):
+        path = url[len("sqlite:///"):]
+        if os.path.exists(path):
+            os.chmod(path, 0o600)
+
+
 def first_start(conf: cfg.ConfigOpts, url: str) -> list[str]:
     """Keys when missing; on an empty identity database, the admin and a clouds.yaml. Lines to print."""
     lines = []
     repository = identity_conf.key_repository(conf)
     if keys.setup(repository):
         lines.append(f"token keys created in {repository}")
+    _private_sqlite(identity_conf.database_url(conf))
     if conf.api.auth_strategy != "corral" or not conf.identity.auto_bootstrap:
         return lines
     db = database_from_conf(conf, identity_conf.database_url(conf))
@@ -209,7 +221,12 @@ def first_start(conf: cfg.ConfigOpts, url: str) -> list[str]:
         identity = conf.identity
         hasher = PasswordHasher(identity.password_hash_algorithm, identity.password_hash_rounds, 1)
         password = secrets.token_urlsafe(18)
-        bootstrap(db, hasher, password=password, domain_id=identity.default_domain_id)
+        try:
+            bootstrap(db, hasher, password=password, domain_id=identity.default_domain_id)
+        except sa.exc.IntegrityError:
+            # Another process starting on the same database got there first.
+            lines.append("the admin user was created by another process")
+            return lines
     finally:
         db.dispose()
     auth_url = conf.catalog.identity_url or (conf.catalog.public_url or conf.api.public_endpoint or url).rstrip(

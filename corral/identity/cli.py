@@ -73,10 +73,14 @@ def bootstrap_command(username: str, password: str | None, project_name: str, ro
     conf, db, hasher = _context(config_files, data_dir)
     keys.setup(identity_conf.key_repository(conf))
     generated = None
-    with db.read() as conn:
-        from corral.identity.db import resources
+    try:
+        with db.read() as conn:
+            from corral.identity.db import resources
 
-        exists = resources.get_user_by_name(conn, username, conf.identity.default_domain_id) is not None
+            exists = resources.get_user_by_name(conn, username, conf.identity.default_domain_id) is not None
+    except sa.exc.SQLAlchemyError as error:
+        db.dispose()
+        raise click.ClickException(f"database error ({error.__class__.__name__}); run 'corral db upgrade'") from None
     if password is None and not exists:
         password = generated = secrets.token_urlsafe(18)
     try:

@@ -58,6 +58,8 @@ def _login(server: ThreadedServer, user: str, password: str, scope: object) -> i
 
 
 def test_bootstrap_users_projects_roles_and_passwords(cli: Cli, tmp_path: Path) -> None:
+    unmigrated = cli.fails("identity", "bootstrap")
+    assert "run 'corral db upgrade'" in unmigrated.output and "Traceback" not in unmigrated.output
     cli.run("db", "upgrade")
     clouds = tmp_path / "admin-clouds.yaml"
     first = cli.run("identity", "bootstrap", "--password", "adm1n-pw", "--clouds-yaml", str(clouds),

@@ -75,6 +75,9 @@ def cloud(backend: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cl
 
 def test_first_start_writes_a_private_clouds_yaml_and_logs_no_password(cloud: Cloud) -> None:
     assert stat.S_IMODE(cloud.clouds_yaml.stat().st_mode) == 0o600
+    data_dir = cloud.clouds_yaml.parent
+    assert stat.S_IMODE((data_dir / "identity.sqlite").stat().st_mode) == 0o600
+    assert stat.S_IMODE((data_dir / "fernet-keys").stat().st_mode) == 0o700
     entry = yaml.safe_load(cloud.clouds_yaml.read_text())["clouds"]["corral"]
     assert entry["auth"]["auth_url"] == cloud.process.url + "/identity"
     assert (entry["auth"]["username"], entry["auth"]["project_name"]) == ("admin", "admin")
