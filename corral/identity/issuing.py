@@ -175,7 +175,9 @@ class TokenIssuer:
         return Identity(
             user=user, methods=("token",) + tuple(m for m in payload.methods if m != "token"),
             expires_at=payload.expires_at, audit_chain=payload.audit_ids[-1],
-            inherited_scope=(payload.scope, payload.scope_id),
+            # Without a new scope the token gets the user's default project, as in Keystone,
+            # except a token from an application credential, which keeps the credential's.
+            inherited_scope=(payload.scope, payload.scope_id) if payload.app_cred_id else None,
             app_cred={"id": payload.app_cred_id} if payload.app_cred_id else None,
         )
 

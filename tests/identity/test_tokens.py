@@ -148,6 +148,12 @@ def test_rescoping_with_the_token_method(identity: IdentityServer) -> None:
     assert [role["name"] for role in body["roles"]] == ["member", "reader"]
     # The new token expires with the one it came from.
     assert identity.state.validator.payload(resp.headers["X-Subject-Token"]).expires_at == original.expires_at
+    # Without a scope: the user's default project, as for a password.
+    system, _ = identity.issue(scope="system")
+    again = identity.client().post("/auth/tokens", json={"auth": {
+        "identity": {"methods": ["token"], "token": {"id": system}}}})
+    assert again.json()["token"]["project"]["id"] == identity.admin_project_id
+    assert "system" not in again.json()["token"]
     garbage = identity.client().post("/auth/tokens", json={"auth": {
         "identity": {"methods": ["token"], "token": {"id": "garbage"}}}})
     assert (garbage.status_code, garbage.json()["error"]["message"]) == (404, "Could not recognize Fernet token")
