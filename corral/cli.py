@@ -219,7 +219,11 @@ def _prepare(conf: cfg.ConfigOpts, host: str, port: int) -> None:
     for module in services.load():
         prepare = getattr(module, "prepare", None)
         if prepare is not None:
-            for line in prepare(conf, url):
+            try:
+                lines = prepare(conf, url)
+            except services.StartupError as error:
+                raise click.ClickException(str(error)) from None
+            for line in lines:
                 click.echo(line, err=True)
 
 

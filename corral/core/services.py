@@ -17,7 +17,8 @@ Each entry names a module that provides:
     A click group added to the ``corral`` command under ``NAME``.
 ``prepare(conf, url)`` (optional)
     Run by ``corral serve`` before serving (``url`` is where the server is
-    reached); returns lines to show the operator.
+    reached); returns lines to show the operator, or raises
+    :class:`StartupError` with one line saying what to fix.
 """
 
 from __future__ import annotations
@@ -32,6 +33,10 @@ SERVICE_MODULES: dict[str, str] = {
     "compute": "corral.compute.service",
     "baremetal": "corral.baremetal.service",
 }
+
+
+class StartupError(Exception):
+    """A service cannot start as configured; the message says what to do."""
 
 
 def names() -> list[str]:

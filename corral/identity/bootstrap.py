@@ -27,6 +27,7 @@ from oslo_config import cfg
 from sqlalchemy.engine import Connection
 
 from corral.core.config import DEFAULT_STATE_PATH
+from corral.core.services import StartupError
 from corral.core.db import Database, database_from_conf
 from corral.identity import conf as identity_conf
 from corral.identity import keys
@@ -201,22 +202,40 @@ def _private_sqlite(url: str) -> None:
 
 
 def first_start(conf: cfg.ConfigOpts, url: str) -> list[str]:
-    """Keys when missing; on an empty identity database, the admin and a clouds.yaml. Lines to print."""
-    lines = []
+    """Keys when missing; on an empty identity database, the admin and a clouds.yaml. Lines to print.
+
+    Keys are created only for a deployment that is new: a host joining an
+    identity database already in use must get the keys the other hosts have
+    (fresh ones would make it refuse their tokens and they its), so that is
+    a start-up error.
+    """
+    lines: list[str] = []
     repository = identity_conf.key_repository(conf)
-    if keys.setup(repository):
-        lines.append(f"token keys created in {repository}")
     _private_sqlite(identity_conf.database_url(conf))
-    if conf.api.auth_strategy != "corral" or not conf.identity.auto_bootstrap:
+
+    def new_keys() -> None:
+        if keys.setup(repository):
+            lines.append(f"token keys created in {repository}")
+
+    if conf.api.auth_strategy != "corral":
+        new_keys()
         return lines
     db = database_from_conf(conf, identity_conf.database_url(conf))
     try:
         try:
-            if is_bootstrapped(db):
-                return lines
+            in_use = is_bootstrapped(db)
         except sa.exc.SQLAlchemyError:
+            new_keys()
             lines.append("the identity database is not ready: run 'corral db upgrade', then "
                          "'corral identity bootstrap' to create the admin")
+            return lines
+        if in_use and not keys.is_set_up(repository):
+            raise StartupError(
+                f"the identity database is in use but there are no token keys in {repository}: copy that "
+                "directory from a host that has it (every host needs the same keys), or run 'corral identity "
+                "fernet-setup' to start with new keys (tokens issued so far stop working)")
+        new_keys()
+        if in_use or not conf.identity.auto_bootstrap:
             return lines
         identity = conf.identity
         hasher = PasswordHasher(identity.password_hash_algorithm, identity.password_hash_rounds, 1)

@@ -121,3 +121,22 @@ def test_fernet_rotation_keeps_tokens_valid(cli: Cli) -> None:
     finally:
         server.stop()
         state.db.dispose()
+
+
+def test_serve_refuses_to_make_new_keys_for_a_database_in_use(cli: Cli, tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    from corral.core.server import free_port
+
+    cli.run("db", "upgrade")
+    cli.run("identity", "bootstrap", "--password", "pw")
+    other_host = tmp_path / "other-host"
+    result = subprocess.run(
+        [sys.executable, "-m", "corral", "serve", "--port", str(free_port()), "--config-file", str(cli.config),
+         "--data-dir", str(other_host)],
+        capture_output=True, text=True, timeout=120)
+    assert result.returncode != 0
+    assert f"there are no token keys in {other_host}/fernet-keys" in result.stderr
+    assert "Traceback" not in result.stderr
+    assert not (other_host / "fernet-keys").exists()
