@@ -57,6 +57,13 @@ IDENTITY_OPTS = [
         help="Password hashes one process computes at a time; further logins wait their turn, "
         "so a flood of logins cannot exhaust the memory scrypt needs.",
     ),
+    cfg.FloatOpt(
+        "password_hash_wait",
+        default=3.0,
+        min=0.0,
+        help="Seconds a login waits for its turn to hash before it is answered 503 (Retry-After), "
+        "so that waiting logins do not hold every server thread.",
+    ),
 ]
 
 TOKEN_OPTS = [

@@ -111,3 +111,23 @@ def test_key_repository_setup_rotation_and_reload(tmp_path: Path) -> None:
         tokens.decode(ring.fernet(), token)
     with pytest.raises(keys.KeyRepositoryError):
         keys.load(str(tmp_path / "missing"))
+
+
+def test_a_login_that_cannot_get_a_hashing_turn_is_refused_not_parked() -> None:
+    import threading
+
+    from corral.identity.domain.passwords import HasherBusy
+
+    hasher = PasswordHasher("scrypt", rounds=4, concurrency=1, wait=0.05)
+    stored = hasher.hash("pw")
+    release = threading.Event()
+    holder = threading.Thread(target=lambda: (hasher._slots.acquire(), release.wait(), hasher._slots.release()))
+    holder.start()
+    try:
+        with pytest.raises(HasherBusy) as refused:
+            hasher.verify("pw", stored)
+        assert (refused.value.status, refused.value.headers) == (503, {"Retry-After": "1"})
+    finally:
+        release.set()
+        holder.join()
+    assert hasher.verify("pw", stored)

@@ -52,7 +52,7 @@ def build_state(conf: cfg.ConfigOpts) -> IdentityState:
         policy=Enforcer(conf, policies.rules(),
                         forbidden_message="You are not authorized to perform the requested action: {rule}."),
         hasher=PasswordHasher(identity.password_hash_algorithm, identity.password_hash_rounds,
-                              identity.max_concurrent_password_hashes),
+                              identity.max_concurrent_password_hashes, identity.password_hash_wait),
         keys=keys,
         validator=TokenValidator(keys, RevocationCache(db, conf.token.revocation_check_interval),
                                  conf.token.cache_size),

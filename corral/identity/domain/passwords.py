@@ -10,18 +10,25 @@ Checking a login costs one hash whether or not the user exists:
 :meth:`PasswordHasher.verify` with ``None`` for the stored hash verifies
 against a dummy hash made with the current parameters, so a wrong
 username and a wrong password take the same work and get the same answer.
-A semaphore bounds how many hashes a process computes at once.
+A semaphore bounds how many hashes a process computes at once; a request
+that cannot get a turn within ``wait`` seconds is refused with
+:class:`HasherBusy` instead of holding its server thread, so a flood of
+logins cannot starve the other requests.
 """
 
 from __future__ import annotations
 
 import base64
+import contextlib
 import hashlib
 import hmac
 import os
 import threading
+from collections.abc import Iterator
 
 import bcrypt
+
+from corral.core.errors import ServiceUnavailable
 
 SCRYPT_DEFAULT_ROUNDS = 15
 BCRYPT_DEFAULT_ROUNDS = 12
@@ -49,20 +56,29 @@ def _bcrypt_input(secret: bytes) -> bytes:
     return base64.b64encode(hashlib.sha256(secret).digest())
 
 
+class HasherBusy(ServiceUnavailable):
+    """Every hashing slot stayed taken for the allowed wait (503, try again)."""
+
+    def __init__(self) -> None:
+        super().__init__("The service is handling too many logins; try again.", headers={"Retry-After": "1"})
+
+
 class PasswordHasher:
-    def __init__(self, algorithm: str = "scrypt", rounds: int | None = None, concurrency: int = 2) -> None:
+    def __init__(self, algorithm: str = "scrypt", rounds: int | None = None, concurrency: int = 2,
+                 wait: float = 3.0) -> None:
         if algorithm not in ("scrypt", "bcrypt"):
             raise ValueError(f"unknown password hash algorithm {algorithm!r}")
         self.algorithm = algorithm
         self.rounds = rounds or (SCRYPT_DEFAULT_ROUNDS if algorithm == "scrypt" else BCRYPT_DEFAULT_ROUNDS)
         self._slots = threading.BoundedSemaphore(concurrency)
+        self._wait = wait
         self._dummy = self._dummy_hash()
         # Hash computations so far (tests check that failures cost the same).
         self.computed = 0
 
     def hash(self, secret: str) -> str:
         data = secret.encode("utf-8")
-        with self._slots:
+        with self._slot():
             self.computed += 1
             if self.algorithm == "scrypt":
                 salt = os.urandom(16)
@@ -77,6 +93,15 @@ class PasswordHasher:
             self._check(secret, self._dummy)
             return False
         return self._check(secret, stored)
+
+    @contextlib.contextmanager
+    def _slot(self) -> Iterator[None]:
+        if not self._slots.acquire(timeout=self._wait):
+            raise HasherBusy()
+        try:
+            yield
+        finally:
+            self._slots.release()
 
     def _dummy_hash(self) -> str:
         """A well-formed hash with the current parameters that nothing matches.
@@ -94,7 +119,7 @@ class PasswordHasher:
 
     def _check(self, secret: str, stored: str) -> bool:
         data = secret.encode("utf-8")
-        with self._slots:
+        with self._slot():
             self.computed += 1
             if stored.startswith(_SCRYPT_PREFIX):
                 return _check_scrypt(data, stored)
