@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import secrets
+import time
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
+import requests
 import sqlalchemy as sa
 
 from corral.core import config, migrations
@@ -88,6 +90,22 @@ def password_auth(username: str, password: str, scope: Any = None, domain: str =
     elif scope is not None:
         auth["scope"] = scope
     return {"auth": auth}
+
+
+def wait_for_compute_host(base: str, token: str) -> None:
+    """Until the compute service has reported its host and the host's inventory to Placement."""
+    headers = {"X-Auth-Token": token}
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        providers = requests.get(f"{base}/placement/resource_providers", headers=headers,
+                                 timeout=30).json()["resource_providers"]
+        if providers:
+            inventory = requests.get(f"{base}/placement/resource_providers/{providers[0]['uuid']}/inventories",
+                                     headers=headers, timeout=30).json()["inventories"]
+            if "MEMORY_MB" in inventory:
+                return
+        time.sleep(0.2)
+    raise AssertionError("the compute host was not reported to Placement")
 
 
 @pytest.fixture(scope="session")

@@ -91,13 +91,18 @@ def test_openstack_cli_with_the_written_clouds_yaml(cloud: Cloud) -> None:
     assert token["project_id"] and token["user_id"] and token["id"]
     catalog = {row["Type"] for row in cloud.osc("catalog", "list")}
     assert catalog == {"identity", "placement", "baremetal", "compute"}
-    # The compute service reports its host to Placement through a service token of its own.
+    # The compute service reports its host to Placement through a service token of its own:
+    # the provider first, then its inventory (a boot before that finds no host).
     deadline = time.monotonic() + 60
     providers: list[Any] = []
-    while not providers and time.monotonic() < deadline:
+    inventory: list[Any] = []
+    while not inventory and time.monotonic() < deadline:
         providers = cloud.osc("resource", "provider", "list")
+        if providers:
+            inventory = cloud.osc("resource", "provider", "inventory", "list", providers[0]["uuid"])
         time.sleep(0.3)
     assert [row["name"] for row in providers] == ["cloud-host"]
+    assert "MEMORY_MB" in {row["resource_class"] for row in inventory}
     node = cloud.osc("baremetal", "node", "create", "--driver", "fake-hardware", "--name", "metal-1")
     assert [row["name"] for row in cloud.osc("baremetal", "node", "list")] == [node["name"]]
     cloud.osc("flavor", "create", "--ram", "256", "--vcpus", "1", "--disk", "1", "--id", "1", "tiny")

@@ -18,6 +18,7 @@ import requests
 import yaml
 
 from corral.core.server import free_port
+from tests.identity.conftest import wait_for_compute_host
 from tests.support.process import CorralProcess, write_config
 
 pytestmark = [pytest.mark.slow, pytest.mark.backends("first")]
@@ -71,13 +72,11 @@ def test_services_trust_an_external_keystone(two_servers: tuple[CorralProcess, C
     assert requests.post(f"{corral.url}/compute/v2.1/flavors", json=flavor, headers=headers,
                          timeout=30).status_code == 200
     # Compute reports its host to Placement with its keystoneauth credentials.
-    deadline = time.monotonic() + 60
-    providers: list[dict] = []
-    while not providers and time.monotonic() < deadline:
-        providers = requests.get(f"{corral.url}/placement/resource_providers", timeout=30,
-                                 headers={"X-Auth-Token": token}).json()["resource_providers"]
-        time.sleep(0.3)
+    wait_for_compute_host(corral.url, token)
+    providers = requests.get(f"{corral.url}/placement/resource_providers", timeout=30,
+                             headers={"X-Auth-Token": token}).json()["resource_providers"]
     assert [provider["name"] for provider in providers] == ["kshost"]
+    deadline = time.monotonic() + 60
     body = {"server": {"name": "vm", "flavorRef": "1", "imageRef": IMAGE, "networks": "none"}}
     created = requests.post(f"{corral.url}/compute/v2.1/servers", json=body, headers=headers, timeout=30)
     assert created.status_code == 202, created.text

@@ -20,6 +20,7 @@ import requests
 import yaml
 
 from corral.core.server import free_port
+from tests.identity.conftest import wait_for_compute_host
 from tests.support.databases import DatabaseFactory
 from tests.support.process import CorralProcess, write_config
 
@@ -93,6 +94,7 @@ def test_a_member_sees_only_its_project_and_is_refused_admin_operations(
     project_b = _member_of(base, admin, "bob", "project-b")
     alice = {"X-Auth-Token": _token(base, "alice", "pw", "project-a"), **COMPUTE}
     bob = {"X-Auth-Token": _token(base, "bob", "pw", "project-b"), **COMPUTE}
+    wait_for_compute_host(base, admin["X-Auth-Token"])
 
     body = {"server": {"name": "a-vm", "flavorRef": "1", "imageRef": IMAGE, "networks": "none"}}
     created = requests.post(f"{base}/compute/v2.1/servers", json=body, headers=alice, timeout=30)
