@@ -123,20 +123,20 @@ def revoke(state: IdentityState, req: falcon.Request, resp: falcon.Response) -> 
     send_empty(resp)
 
 
-def _caller(state: IdentityState, req: falcon.Request) -> TokenPayload:
+def _caller(req: falcon.Request) -> TokenPayload:
     return req.context.extras["token"]
 
 
 def auth_catalog(state: IdentityState, req: falcon.Request, resp: falcon.Response) -> None:
     util.authorize(state, req, "identity:get_auth_catalog")
-    if _caller(state, req).scope is None:
+    if _caller(req).scope is None:
         raise Forbidden("A project-scoped token is required to produce a service catalog.")
     send_json(resp, {"catalog": service_catalog(state, req), "links": {"self": f"{util.v3(state, req)}/auth/catalog"}})
 
 
 def auth_projects(state: IdentityState, req: falcon.Request, resp: falcon.Response) -> None:
     util.authorize(state, req, "identity:get_auth_projects")
-    user_id = _caller(state, req).user_id
+    user_id = _caller(req).user_id
     with state.db.read() as conn:
         ids = role_db.targets_of_user(conn, user_id, role_db.PROJECT)
         rows = resources.list_projects(conn, ids=ids, enabled=True)
@@ -146,7 +146,7 @@ def auth_projects(state: IdentityState, req: falcon.Request, resp: falcon.Respon
 
 def auth_domains(state: IdentityState, req: falcon.Request, resp: falcon.Response) -> None:
     util.authorize(state, req, "identity:get_auth_domains")
-    user_id = _caller(state, req).user_id
+    user_id = _caller(req).user_id
     with state.db.read() as conn:
         ids = set(role_db.targets_of_user(conn, user_id, role_db.DOMAIN))
         rows = [row for row in resources.list_domains(conn, enabled=True) if row["id"] in ids]
@@ -156,7 +156,7 @@ def auth_domains(state: IdentityState, req: falcon.Request, resp: falcon.Respons
 
 def auth_system(state: IdentityState, req: falcon.Request, resp: falcon.Response) -> None:
     util.authorize(state, req, "identity:get_auth_system")
-    user_id = _caller(state, req).user_id
+    user_id = _caller(req).user_id
     with state.db.read() as conn:
         has_system = bool(role_db.targets_of_user(conn, user_id, role_db.SYSTEM))
     send_json(resp, {"system": [{"all": True}] if has_system else [],
