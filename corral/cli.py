@@ -194,6 +194,7 @@ def serve(
     if role not in ("all", "api"):
         _run_background_only(conf, role)
         return
+    _prepare(conf, host, port)
     helper = None
     if role == "all" and workers > 1:
         # Background work must run exactly once: in its own process, kept
@@ -262,6 +263,21 @@ def _limits(conf: cfg.ConfigOpts) -> Any:
         max_connections=group.max_connections,
         max_body_size=conf.api.max_request_body_size,
     )
+
+
+def _prepare(conf: cfg.ConfigOpts, host: str, port: int) -> None:
+    """Each service's work before serving (the identity service's first start)."""
+    shown = "127.0.0.1" if host in ("0.0.0.0", "::") else host
+    url = f"http://[{shown}]:{port}" if ":" in shown else f"http://{shown}:{port}"
+    for module in services.load():
+        prepare = getattr(module, "prepare", None)
+        if prepare is not None:
+            try:
+                lines = prepare(conf, url)
+            except services.StartupError as error:
+                raise click.ClickException(str(error)) from None
+            for line in lines:
+                click.echo(line, err=True)
 
 
 def _default_local_port(conf: cfg.ConfigOpts, port: int) -> None:

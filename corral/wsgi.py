@@ -26,6 +26,10 @@ def all_services() -> Any:
     return core_wsgi.all_in_one(_conf())
 
 
+def identity() -> Any:
+    return core_wsgi.service_app(_conf(), "identity")
+
+
 def placement() -> Any:
     return core_wsgi.service_app(_conf(), "placement")
 

@@ -199,7 +199,9 @@ PLACEMENT_OPTS = [
         "token",
         default="admin",
         secret=True,
-        help="X-Auth-Token sent to Placement (noauth2 form 'user[:project]').",
+        help="X-Auth-Token sent to Placement under the noauth2 strategy (form 'user[:project]'). "
+        "Under 'corral' Compute mints tokens for Corral's service user; under 'keystone' it "
+        "authenticates with this group's keystoneauth options (auth_type, auth_url, username...).",
     ),
     cfg.FloatOpt("request_timeout", default=30.0, min=0.1, help="Seconds per Placement request."),
 ]

@@ -1,5 +1,8 @@
 """Request authentication strategies.
 
+``corral`` (the default)
+    Tokens issued by Corral's own identity service, checked in-process by
+    every service (see :mod:`corral.identity.auth`).
 ``noauth2``
     Like upstream: ``X-Auth-Token: user[:project]``; the user ``admin`` gets
     the admin role (plus reader and member), other users member and reader,
@@ -43,6 +46,11 @@ Authenticator = Callable[[falcon.Request], None]
 
 def make_authenticator(conf: cfg.ConfigOpts) -> Authenticator:
     strategy = conf.api.auth_strategy
+    if strategy == "corral":
+        from corral.core import services
+
+        (identity,) = services.load(["identity"])
+        return identity.make_authenticator(conf)  # type: ignore[no-any-return]
     if strategy == "noauth2":
         return authenticate_noauth2
     if strategy == "noauth":

@@ -42,8 +42,9 @@ CORE_OPTS = [
 API_OPTS = [
     cfg.StrOpt(
         "auth_strategy",
-        default="noauth2",
+        default="corral",
         choices=[
+            ("corral", "Tokens of Corral's own identity service, checked in every process"),
             ("noauth2", "X-Auth-Token: user[:project]; user 'admin' is an admin"),
             ("noauth", "No authentication; every request is an admin"),
             ("http_basic", "HTTP basic auth against a bcrypt htpasswd file"),

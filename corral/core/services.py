@@ -19,6 +19,10 @@ Each entry names a module that provides:
     database the service owns is checked (reachable, latest schema).
 ``cli`` (optional)
     A click group added to the ``corral`` command under ``NAME``.
+``prepare(conf, url)`` (optional)
+    Run by ``corral serve`` before serving (``url`` is where the server is
+    reached); returns lines to show the operator, or raises
+    :class:`StartupError` with one line saying what to fix.
 """
 
 from __future__ import annotations
@@ -28,10 +32,15 @@ from collections.abc import Iterable
 from types import ModuleType
 
 SERVICE_MODULES: dict[str, str] = {
+    "identity": "corral.identity.service",
     "placement": "corral.placement.service",
     "compute": "corral.compute.service",
     "baremetal": "corral.baremetal.service",
 }
+
+
+class StartupError(Exception):
+    """A service cannot start as configured; the message says what to do."""
 
 
 def names() -> list[str]:

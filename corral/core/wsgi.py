@@ -2,8 +2,8 @@
 
 Each service's application serves at its own root, so it can be mounted
 alone (``gunicorn 'corral.wsgi:placement()'``).  The composite mounts every
-service under its prefix (``/placement``, ``/baremetal``, ``/compute``) and
-answers ``GET /`` with the list of services.
+service under its prefix (``/identity``, ``/placement``, ``/baremetal``,
+``/compute``) and answers ``GET /`` with the list of services.
 """
 
 from __future__ import annotations

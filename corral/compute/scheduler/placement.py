@@ -18,6 +18,7 @@ from typing import Any
 import requests
 from oslo_config import cfg
 
+from corral.core.service_auth import ServiceCredentials
 from corral.compute.scheduler import (
     ComputeNodeReport,
     NoValidHost,
@@ -37,6 +38,7 @@ class PlacementScheduler:
         endpoint = conf.placement.endpoint or f"http://127.0.0.1:{conf.placement.local_port}/placement"
         self._endpoint = endpoint.rstrip("/")
         self._local = threading.local()
+        self._credentials: ServiceCredentials | None = None
 
     # ----------------------------------------------------------- plumbing
 
@@ -45,20 +47,34 @@ class PlacementScheduler:
         if session is None:
             session = requests.Session()
             session.headers.update({
-                "X-Auth-Token": self._conf.placement.token,
                 "OpenStack-API-Version": PLACEMENT_VERSION,
                 "Accept": "application/json",
             })
             self._local.session = session
         return session
 
-    def _call(self, method: str, path: str, **kwargs: Any) -> requests.Response:
+    def _token(self) -> str:
         try:
-            return self._session().request(
-                method, self._endpoint + path, timeout=self._conf.placement.request_timeout, **kwargs
-            )
-        except requests.RequestException as error:
-            raise SchedulerUnavailable(f"Placement at {self._endpoint} cannot be reached: {error}") from error
+            if self._credentials is None:
+                self._credentials = ServiceCredentials(self._conf, "placement")
+            return self._credentials.token()
+        except Exception as error:  # noqa: BLE001 - any failure to get credentials stops scheduling alike
+            raise SchedulerUnavailable(f"no credentials for Placement: {error}") from error
+
+    def _call(self, method: str, path: str, **kwargs: Any) -> requests.Response:
+        for attempt in (1, 2):
+            try:
+                response = self._session().request(
+                    method, self._endpoint + path, timeout=self._conf.placement.request_timeout,
+                    headers={"X-Auth-Token": self._token()}, **kwargs
+                )
+            except requests.RequestException as error:
+                raise SchedulerUnavailable(f"Placement at {self._endpoint} cannot be reached: {error}") from error
+            if response.status_code != 401 or attempt == 2 or self._credentials is None:
+                return response
+            # The token was revoked or the keys rotated: a new one, once.
+            self._credentials.refused()
+        return response
 
     def _expect(self, response: requests.Response, *statuses: int) -> requests.Response:
         if response.status_code not in statuses:
