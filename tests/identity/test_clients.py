@@ -62,7 +62,7 @@ def cloud(backend: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cl
     data_dir.mkdir()
     port = free_port()
     config = write_config(base / "corral.conf", {
-        "DEFAULT": {"host": "cloud-host"},
+        "DEFAULT": {"host": "cloud-host", "compute_driver": "fake.FakeDriver"},
         "placement": {"local_port": port},
         "compute": {"poll_interval": 0.2},
     })

@@ -43,7 +43,7 @@ def two_servers(backend: str, tmp_path: Path) -> Iterator[tuple[CorralProcess, C
         }
         port = free_port()
         config = write_config(tmp_path / "corral.conf", {
-            "DEFAULT": {"host": "kshost"},
+            "DEFAULT": {"host": "kshost", "compute_driver": "fake.FakeDriver"},
             "api": {"auth_strategy": "keystone"},
             "keystone_authtoken": {"www_authenticate_uri": keystone.url + "/identity/v3", **credentials},
             "placement": {"local_port": port, **credentials},

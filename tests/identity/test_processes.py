@@ -44,7 +44,7 @@ def _token(base: str, user: str, password: str, project: str) -> str:
 
 def _config(base: Path, port: int, **groups: dict[str, Any]) -> Path:
     return write_config(base / "corral.conf", {
-        "DEFAULT": {"host": "proc-host"},
+        "DEFAULT": {"host": "proc-host", "compute_driver": "fake.FakeDriver"},
         "placement": {"local_port": port},
         "compute": {"poll_interval": 0.2},
         "identity": {"password_hash_rounds": 8},
