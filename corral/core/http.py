@@ -24,12 +24,12 @@ from typing import Any
 
 import falcon
 import orjson
-import sqlalchemy.exc
 from microversion_parse import Version
 
 from corral.core import errors
 from corral.core.auth import Authenticator
 from corral.core.context import RequestContext
+from corral.core.db import is_data_error
 from corral.core.microversion import VersionSpec
 
 LOG = logging.getLogger(__name__)
@@ -211,10 +211,10 @@ def to_api_error(error: BaseException) -> errors.ApiError:
     """Turn anything raised while serving a request into an :class:`ApiError`."""
     if isinstance(error, errors.ApiError):
         return error
-    if isinstance(error, sqlalchemy.exc.DataError):
-        # The database refused a value the schemas let through (a NUL
-        # character on PostgreSQL, an out-of-range number): the client's
-        # input is at fault and the transaction was rolled back.
+    if is_data_error(error):
+        # The database refused a value the schemas let through (an
+        # out-of-range number, a string too long): the client's input is at
+        # fault and the transaction was rolled back.
         return errors.BadRequest("Invalid input: a value is not acceptable to the database.")
     if isinstance(error, falcon.HTTPError):
         status = error.status_code
