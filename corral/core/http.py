@@ -11,7 +11,8 @@ WSGI application with:
 * authentication for every route not marked public,
 * per-endpoint microversion bounds,
 * one error handler that renders every failure in the service's own body,
-* a request-body size limit and orjson encoding.
+* the checks of :mod:`corral.core.edge` (values no backend can store,
+  the request-body size limit, chunked bodies) and orjson encoding.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ import falcon
 import orjson
 from microversion_parse import Version
 
-from corral.core import errors
+from corral.core import edge, errors
 from corral.core.auth import Authenticator
 from corral.core.context import RequestContext
 from corral.core.db import is_data_error
@@ -148,11 +149,10 @@ class _Middleware:
             if service.on_version_error is not None:
                 raise service.on_version_error(error) from None
             raise
+        edge.check_request(req)
         if req.path not in self._public_paths:
             service.authenticate(req)
-        length = req.content_length
-        if length is not None and length > service.max_body_size:
-            raise errors.PayloadTooLarge("Request is too large.")
+        edge.check_body(req, service.max_body_size)
 
     def process_response(
         self, req: falcon.Request, resp: falcon.Response, resource: Any, req_succeeded: bool
@@ -249,11 +249,11 @@ def send_empty(resp: falcon.Response, status: int = 204) -> None:
 
 
 def read_body(req: falcon.Request, limit: int) -> bytes:
-    """The raw request body, refusing more than ``limit`` bytes (413)."""
-    data = req.bounded_stream.read(limit + 1)
-    if len(data) > limit:
-        raise errors.PayloadTooLarge("Request is too large.")
-    return data
+    """The raw request body, refusing more than ``limit`` bytes (413).
+
+    Chunked bodies are read too, under the same limit (see :mod:`corral.core.edge`).
+    """
+    return edge.read_request_body(req, limit)
 
 
 def parse_json(data: bytes) -> Any:

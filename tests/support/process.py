@@ -59,7 +59,8 @@ class CorralProcess:
             try:
                 requests.get(self.url + path, timeout=2)
                 return
-            except requests.ConnectionError:
+            except (requests.ConnectionError, requests.Timeout):
+                # Not listening yet, or too busy starting to answer in time.
                 time.sleep(0.1)
         raise TimeoutError(f"corral did not answer on {self.url}{path}:\n{self.log()}")
 
