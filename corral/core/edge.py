@@ -62,14 +62,17 @@ def check_request(req: falcon.Request) -> None:
             raise errors.BadRequest(f"Invalid input: the {name} header contains a NUL character.")
 
 
+def check_length(req: falcon.Request, limit: int) -> None:
+    """Refuse a body announced longer than ``limit`` bytes before reading any of it."""
+    length = req.content_length
+    if length is not None and length > limit:
+        raise errors.PayloadTooLarge("Request is too large.")
+
+
 def check_body(req: falcon.Request, limit: int) -> None:
     """Read a write's body (bounded by ``limit``) and refuse what no backend stores."""
-    if req.method not in _BODY_METHODS:
-        length = req.content_length
-        if length is not None and length > limit:
-            raise errors.PayloadTooLarge("Request is too large.")
-        return
-    check_json(read_request_body(req, limit))
+    if req.method in _BODY_METHODS:
+        check_json(read_request_body(req, limit))
 
 
 def read_request_body(req: falcon.Request, limit: int) -> bytes:

@@ -149,10 +149,17 @@ class _Middleware:
             if service.on_version_error is not None:
                 raise service.on_version_error(error) from None
             raise
-        edge.check_request(req)
         if req.path not in self._public_paths:
             service.authenticate(req)
-        edge.check_body(req, service.max_body_size)
+        edge.check_length(req, service.max_body_size)
+
+    def process_resource(self, req: falcon.Request, resp: falcon.Response, resource: Any, params: Any) -> None:
+        # Only for requests a handler will serve: an unknown path or method
+        # is a 404 or 405 whatever its values, as upstream answers.
+        if resource is None or not hasattr(resource, f"on_{req.method.lower()}"):
+            return
+        edge.check_request(req)
+        edge.check_body(req, self._service.max_body_size)
 
     def process_response(
         self, req: falcon.Request, resp: falcon.Response, resource: Any, req_succeeded: bool
