@@ -37,8 +37,10 @@ def test_nul_in_a_body_is_400_and_nothing_is_created(placement: PlacementServer)
     assert client.get("/resource_providers").json()["resource_providers"] == []
 
 
-@pytest.mark.parametrize("path", ["/resource_providers?name=%00", "/traits?name=in:A%00", "/usages?project_id=%00",
-                                  "/resource_classes/CUSTOM_%00", "/allocation_candidates?resources=VCPU:1&member_of=%00"])
+@pytest.mark.parametrize("path", [
+    "/resource_providers?name=%00", "/traits?name=in:A%00", "/usages?project_id=%00", "/resource_classes/CUSTOM_%00",
+    "/allocation_candidates?resources=VCPU:1&member_of=%00",
+])
 def test_nul_in_a_path_or_query_is_400(placement: PlacementServer, path: str) -> None:
     _error(placement.client("1.39").get(path), 400)
 

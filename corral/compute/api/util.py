@@ -122,7 +122,8 @@ def bounded_int(value: Any, field: str, *, minimum: int, maximum: int = MAX_INT)
     number = int(value)
     if number > maximum:
         raise errors.BadRequest(
-            f"Invalid input for field/attribute {field}. Value: {value}. {value} is greater than the maximum of {maximum}"
+            f"Invalid input for field/attribute {field}. Value: {value}. "
+            f"{value} is greater than the maximum of {maximum}"
         )
     if number < minimum:
         raise errors.BadRequest(
