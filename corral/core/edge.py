@@ -119,11 +119,12 @@ def _read_all(stream: Any, limit: int) -> bytes:
 
 
 def check_json(body: bytes) -> None:
-    """Refuse JSON documents nested too deeply or carrying NUL characters.
+    """Refuse JSON documents nested too deeply, carrying NUL characters or integers beyond 64 bits.
 
     Bodies that are not JSON are left to the handler, which answers in
-    its own words.  Most bodies cannot contain either problem (no escaped
-    NUL, fewer brackets than the depth limit) and are not decoded here.
+    its own words.  Most bodies cannot contain any of these (no escaped
+    NUL, no run of 19 digits, fewer brackets than the depth limit) and are
+    not decoded here.
     """
     if not body:
         return
