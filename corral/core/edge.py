@@ -19,7 +19,6 @@ Handlers get the same bytes from :func:`corral.core.http.read_body`.
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Iterator
 from typing import Any
 
@@ -36,7 +35,10 @@ NUL = "\x00"
 MAX_JSON_DEPTH = 128
 
 # Integers from 19 digits on may not fit in 64 bits (checked exactly then).
-_LONG_DIGITS = re.compile(rb"[0-9]{19}")
+# Found by mapping every digit to "0" and looking for a run of them: two
+# passes in C, many times faster than a regular expression.
+_DIGITS_TO_ZERO = bytes.maketrans(b"123456789", b"000000000")
+_LONG_DIGITS = b"0" * 19
 # What orjson reads as an integer; beyond, it reads a float.
 INT64_MIN = -(2**63)
 UINT64_MAX = 2**64 - 1
@@ -129,7 +131,7 @@ def check_json(body: bytes) -> None:
     if not body:
         return
     nul = b"\\u0000" in body
-    long_number = _LONG_DIGITS.search(body) is not None
+    long_number = _LONG_DIGITS in body.translate(_DIGITS_TO_ZERO)
     if not nul and not long_number and body.count(b"[") + body.count(b"{") <= MAX_JSON_DEPTH:
         return
     try:
