@@ -71,10 +71,10 @@ def check_length(req: falcon.Request, limit: int) -> None:
         raise errors.PayloadTooLarge("Request is too large.")
 
 
-def check_body(req: falcon.Request, limit: int) -> None:
+def check_body(req: falcon.Request, limit: int, *, exact_integers: bool = True) -> None:
     """Read a write's body (bounded by ``limit``) and refuse what no backend stores."""
     if req.method in _BODY_METHODS:
-        check_json(read_request_body(req, limit))
+        check_json(read_request_body(req, limit), exact_integers=exact_integers)
 
 
 def read_request_body(req: falcon.Request, limit: int) -> bytes:
@@ -120,18 +120,19 @@ def _read_all(stream: Any, limit: int) -> bytes:
             raise errors.PayloadTooLarge("Request is too large.")
 
 
-def check_json(body: bytes) -> None:
+def check_json(body: bytes, *, exact_integers: bool = True) -> None:
     """Refuse JSON documents nested too deeply, carrying NUL characters or integers beyond 64 bits.
 
-    Bodies that are not JSON are left to the handler, which answers in
-    its own words.  Most bodies cannot contain any of these (no escaped
+    ``exact_integers=False`` lets integers beyond 64 bits through (as
+    rounded floats).  Bodies that are not JSON are left to the handler,
+    which answers in its own words.  Most bodies cannot contain any of these (no escaped
     NUL, no run of 19 digits, fewer brackets than the depth limit) and are
     not decoded here.
     """
     if not body:
         return
     nul = b"\\u0000" in body
-    long_number = _LONG_DIGITS in body.translate(_DIGITS_TO_ZERO)
+    long_number = exact_integers and _LONG_DIGITS in body.translate(_DIGITS_TO_ZERO)
     if not nul and not long_number and body.count(b"[") + body.count(b"{") <= MAX_JSON_DEPTH:
         return
     try:

@@ -90,6 +90,9 @@ class HttpService:
     # Called with the negotiation error so a service can reshape it.
     on_version_error: Callable[[errors.VersionNotAcceptable], errors.ApiError] | None = None
     strip_trailing_slash: bool = False
+    # Refuse JSON integers beyond 64 bits (which orjson would round to
+    # floats), for services that store documents as sent.
+    exact_json_integers: bool = True
     options: dict[str, Any] = field(default_factory=dict)
 
 
@@ -159,7 +162,7 @@ class _Middleware:
         if resource is None or not hasattr(resource, f"on_{req.method.lower()}"):
             return
         edge.check_request(req)
-        edge.check_body(req, self._service.max_body_size)
+        edge.check_body(req, self._service.max_body_size, exact_integers=self._service.exact_json_integers)
 
     def process_response(
         self, req: falcon.Request, resp: falcon.Response, resource: Any, req_succeeded: bool
