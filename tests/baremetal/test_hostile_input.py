@@ -49,7 +49,7 @@ def test_nul_in_a_patch_is_400_and_changes_nothing(baremetal: BaremetalServer) -
 
 
 @pytest.mark.parametrize("path", ["/v1/nodes/a%00b", "/v1/nodes?resource_class=%00", "/v1/nodes?owner=x%00",
-                                  "/v1/allocations?resource_class=%00", "/v1/nodes/%00/traits/CUSTOM_X"])
+                                  "/v1/allocations?resource_class=%00", "/v1/nodes/%00/traits"])
 def test_nul_in_a_path_or_query_is_400(baremetal: BaremetalServer, path: str) -> None:
     _fault(baremetal.client().get(path), 400)
 
