@@ -87,3 +87,14 @@ def data_dir(tmp_path: Path) -> Path:
     path = tmp_path / "state"
     path.mkdir()
     return path
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: pytest.Config) -> None:
+    """The fuzzers' request counts per service and backend."""
+    from tests.support.fuzz import REPORT
+
+    lines = config.stash.get(REPORT, [])
+    if lines:
+        terminalreporter.section("fuzzed requests")
+        for line in lines:
+            terminalreporter.write_line(line)

@@ -3,11 +3,17 @@
 :meth:`CellRegistry.scatter_gather` runs one task per cell in parallel and
 waits for all of them up to ``[cells] timeout``.  Each cell's entry in the
 result is the task's return value, :data:`DID_NOT_RESPOND` (timeout) or the
-exception the task raised; :func:`is_failure` is true for the last two and
-callers treat both as "the cell is down".
+connection error the task raised; :func:`is_failure` is true for the last
+two and callers treat both as "the cell is down".
+
+Only a failure to reach a cell makes it "down" (connection refused or
+reset, timeouts: :func:`corral.core.db.is_connection_error`).  Any other
+error from a cell's task (a value the database refused, a bug) belongs to
+the request: :meth:`CellRegistry.scatter_gather` raises it, so the request
+fails with its own 4xx (or 500) and other requests never see it.
 
 Waiting for a cell that is down is what makes every request slow, so a
-cell that failed or timed out is remembered for ``[cells]
+cell that could not be reached or timed out is remembered for ``[cells]
 down_cell_recheck_interval`` seconds and reported down at once in that
 window (:class:`CellRecentlyDown`); a cell whose previous task is still
 running is never given a second one.  When a task times out, the database
@@ -32,7 +38,7 @@ from oslo_config import cfg
 from sqlalchemy import event
 from sqlalchemy.engine import Connection
 
-from corral.core.db import Database, database_from_conf
+from corral.core.db import Database, database_from_conf, is_connection_error
 from corral.compute.db import api_tables as t
 
 LOG = logging.getLogger(__name__)
@@ -264,19 +270,21 @@ class CellRegistry:
             future = self._executor.submit(self._run, cell, work)
             submitted[future] = cell
         done, not_done = concurrent.futures.wait(submitted, timeout=timeout)
+        request_errors: dict[str, BaseException] = {}
         for future in done:
             cell = submitted[future]
             error = future.exception()
-            if error is not None:
-                results[cell.uuid] = error
-                self._record_failure(cell, error)
-                if not isinstance(error, sa.exc.SQLAlchemyError):
-                    LOG.exception("cell %s raised", cell.identity, exc_info=error)
-                else:
-                    LOG.warning("cell %s failed: %s", cell.identity, error)
-            else:
+            if error is None:
                 results[cell.uuid] = future.result()
                 self._record_success(cell)
+            elif is_connection_error(error):
+                results[cell.uuid] = error
+                self._record_failure(cell, error)
+                LOG.warning("cell %s failed: %s", cell.identity, error)
+            else:
+                # The cell answered: the request (its values, or the code
+                # serving it) is at fault, not the cell.
+                request_errors[cell.uuid] = error
         for future in not_done:
             cell = submitted[future]
             results[cell.uuid] = DID_NOT_RESPOND
@@ -284,6 +292,9 @@ class CellRegistry:
             future.cancel()
             self._record_failure(cell, None, stuck=future)
             self._abandon_database(cell)
+        for cell in cells:
+            if cell.uuid in request_errors:
+                raise request_errors[cell.uuid]
         return {cell.uuid: results[cell.uuid] for cell in cells}
 
     def run_in_cell(self, cell: CellMapping, work: Callable[[CellMapping, CellDatabase], T]) -> T:

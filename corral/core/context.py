@@ -24,6 +24,9 @@ class RequestContext:
     domain_id: str | None = None
     authenticated: bool = False
     version: Version | None = None
+    # The request body, read once (bounded by the service's size limit)
+    # when the request arrives, so that it can be checked at the edge.
+    body: bytes | None = None
     # Free-form values a service keeps for the rest of the request
     # (for example the raw query string it already parsed).
     extras: dict[str, Any] = field(default_factory=dict)

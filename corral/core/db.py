@@ -159,13 +159,69 @@ def is_duplicate(error: BaseException) -> bool:
     return "unique constraint failed" in str(orig).lower()
 
 
+# Failures to reach a database or to get its answer in time, as opposed to
+# errors caused by the values of one request (a NUL character, a number out
+# of range), which say nothing about the database's health.
+# PostgreSQL SQLSTATE classes: connection exception, insufficient
+# resources, operator intervention (shutdown, statement timeout), system
+# error, invalid authorization; plus "database does not exist".
+_PG_UNREACHABLE_CLASSES = {"08", "53", "57", "58", "28"}
+_PG_UNREACHABLE_STATES = {"3D000"}
+# MySQL/MariaDB server errors of the same kinds (every client-side error,
+# 2000 and above, is one too): too many connections, access denied,
+# unknown database, shutdown in progress, host blocked or not allowed,
+# network read/write errors, lock wait timeout, connection killed,
+# statement time limits, idle disconnection.
+_MYSQL_UNREACHABLE_ERRNOS = {
+    1040, 1044, 1045, 1049, 1053, 1077, 1129, 1130, 1152, 1153, 1154, 1155, 1156, 1157, 1158, 1159,
+    1160, 1161, 1205, 1927, 1969, 3024, 4031,
+}
+# MySQL/MariaDB errors about a value, reported as OperationalError by
+# PyMySQL: out of range, truncated, invalid string or date, too long.
+_MYSQL_DATA_ERRNOS = {1264, 1265, 1292, 1366, 1367, 1406, 1411, 1690}
+# SQLite primary result codes: busy, locked, I/O error, cannot open.
+_SQLITE_UNREACHABLE_CODES = {5, 6, 10, 14}
+
+
 def is_connection_error(error: BaseException) -> bool:
-    """The database could not be reached at all."""
-    if isinstance(error, exc.DBAPIError) and error.connection_invalidated:
+    """The database could not be reached or did not answer in time.
+
+    Connections refused, reset or timed out, a server shutting down or
+    refusing more connections, statement and lock timeouts.  Errors caused
+    by a request's values (:func:`is_data_error`), by constraints or by the
+    SQL are not.
+    """
+    if isinstance(error, (ConnectionError, TimeoutError, exc.DisconnectionError, exc.TimeoutError)):
         return True
-    if isinstance(error, (exc.OperationalError, exc.InterfaceError, exc.TimeoutError)):
-        return not is_retriable(error)
-    return False
+    if not isinstance(error, exc.DBAPIError):
+        return False
+    if error.connection_invalidated or isinstance(error, exc.InterfaceError):
+        return True
+    if not isinstance(error, exc.OperationalError):
+        return False
+    orig = error.orig
+    if type(orig).__module__ == "sqlite3":
+        code = getattr(orig, "sqlite_errorcode", None)
+        return code is not None and code & 0xFF in _SQLITE_UNREACHABLE_CODES
+    errno = _mysql_errno(orig)
+    if errno is not None:
+        return errno >= 2000 or errno in _MYSQL_UNREACHABLE_ERRNOS
+    sqlstate = getattr(orig, "sqlstate", None)
+    return sqlstate is None or sqlstate[:2] in _PG_UNREACHABLE_CLASSES or sqlstate in _PG_UNREACHABLE_STATES
+
+
+def is_data_error(error: BaseException) -> bool:
+    """The database refused a value one request supplied (the client's fault)."""
+    if isinstance(error, exc.DataError):
+        return True
+    return isinstance(error, exc.OperationalError) and _mysql_errno(error.orig) in _MYSQL_DATA_ERRNOS
+
+
+def _mysql_errno(orig: BaseException | None) -> int | None:
+    if orig is None or not type(orig).__module__.startswith("pymysql"):
+        return None
+    args = getattr(orig, "args", ())
+    return args[0] if args and isinstance(args[0], int) else None
 
 
 class Database:

@@ -11,7 +11,8 @@ WSGI application with:
 * authentication for every route not marked public,
 * per-endpoint microversion bounds,
 * one error handler that renders every failure in the service's own body,
-* a request-body size limit and orjson encoding.
+* the checks of :mod:`corral.core.edge` (values no backend can store,
+  the request-body size limit, chunked bodies) and orjson encoding.
 """
 
 from __future__ import annotations
@@ -24,12 +25,12 @@ from typing import Any
 
 import falcon
 import orjson
-import sqlalchemy.exc
 from microversion_parse import Version
 
-from corral.core import errors
+from corral.core import edge, errors
 from corral.core.auth import Authenticator
 from corral.core.context import RequestContext
+from corral.core.db import is_data_error
 from corral.core.microversion import VersionSpec
 
 LOG = logging.getLogger(__name__)
@@ -89,6 +90,9 @@ class HttpService:
     # Called with the negotiation error so a service can reshape it.
     on_version_error: Callable[[errors.VersionNotAcceptable], errors.ApiError] | None = None
     strip_trailing_slash: bool = False
+    # Refuse JSON integers beyond 64 bits (which orjson would round to
+    # floats), for services that store documents as sent.
+    exact_json_integers: bool = True
     options: dict[str, Any] = field(default_factory=dict)
 
 
@@ -150,9 +154,15 @@ class _Middleware:
             raise
         if req.path not in self._public_paths:
             service.authenticate(req)
-        length = req.content_length
-        if length is not None and length > service.max_body_size:
-            raise errors.PayloadTooLarge("Request is too large.")
+        edge.check_length(req, service.max_body_size)
+
+    def process_resource(self, req: falcon.Request, resp: falcon.Response, resource: Any, params: Any) -> None:
+        # Only for requests a handler will serve: an unknown path or method
+        # is a 404 or 405 whatever its values, as upstream answers.
+        if resource is None or not hasattr(resource, f"on_{req.method.lower()}"):
+            return
+        edge.check_request(req)
+        edge.check_body(req, self._service.max_body_size, exact_integers=self._service.exact_json_integers)
 
     def process_response(
         self, req: falcon.Request, resp: falcon.Response, resource: Any, req_succeeded: bool
@@ -211,10 +221,10 @@ def to_api_error(error: BaseException) -> errors.ApiError:
     """Turn anything raised while serving a request into an :class:`ApiError`."""
     if isinstance(error, errors.ApiError):
         return error
-    if isinstance(error, sqlalchemy.exc.DataError):
-        # The database refused a value the schemas let through (a NUL
-        # character on PostgreSQL, an out-of-range number): the client's
-        # input is at fault and the transaction was rolled back.
+    if is_data_error(error):
+        # The database refused a value the schemas let through (an
+        # out-of-range number, a string too long): the client's input is at
+        # fault and the transaction was rolled back.
         return errors.BadRequest("Invalid input: a value is not acceptable to the database.")
     if isinstance(error, falcon.HTTPError):
         status = error.status_code
@@ -249,11 +259,11 @@ def send_empty(resp: falcon.Response, status: int = 204) -> None:
 
 
 def read_body(req: falcon.Request, limit: int) -> bytes:
-    """The raw request body, refusing more than ``limit`` bytes (413)."""
-    data = req.bounded_stream.read(limit + 1)
-    if len(data) > limit:
-        raise errors.PayloadTooLarge("Request is too large.")
-    return data
+    """The raw request body, refusing more than ``limit`` bytes (413).
+
+    Chunked bodies are read too, under the same limit (see :mod:`corral.core.edge`).
+    """
+    return edge.read_request_body(req, limit)
 
 
 def parse_json(data: bytes) -> Any:

@@ -11,7 +11,7 @@ import jsonschema
 
 from corral.core import errors
 from corral.core.http import parse_json, read_body
-from corral.core.schema import best_error, compile_schema
+from corral.core.schema import best_error
 from corral.compute.api.state import ComputeState
 
 
@@ -36,11 +36,26 @@ def nova_message(error: jsonschema.ValidationError) -> str:
     return f"Invalid input for field/attribute {field}. Value: {error.instance}. {error.message}"
 
 
+# The largest value of the INT columns counts and sizes are stored in, as
+# upstream's schemas and checks bound them (its db constant MAX_INT).
+MAX_INT = 0x7FFFFFFF
+
+# Upstream validates with draft 4, where 1.0 and 1e308 are not integers;
+# later drafts would let them through to an INT column.
+_Validator = jsonschema.validators.extend(
+    jsonschema.Draft7Validator,
+    type_checker=jsonschema.Draft7Validator.TYPE_CHECKER.redefine(
+        "integer", lambda _checker, value: isinstance(value, int) and not isinstance(value, bool)
+    ),
+)
+
+
 class Schema:
     """One compiled request-body schema with upstream's error wording."""
 
     def __init__(self, schema: dict[str, Any]) -> None:
-        self._validator = compile_schema(schema)
+        _Validator.check_schema(schema)
+        self._validator = _Validator(schema, format_checker=jsonschema.FormatChecker())
 
     def validate(self, body: Any) -> None:
         problem = best_error(self._validator, body)
@@ -96,6 +111,24 @@ def parse_int(value: str | None, name: str, *, minimum: int = 0) -> int | None:
         raise errors.BadRequest(f"{name} param must be an integer") from None
     if number < minimum:
         raise errors.BadRequest(f"{name} param must be positive" if minimum == 0 else f"{name} param is too small")
+    return number
+
+
+def bounded_int(value: Any, field: str, *, minimum: int, maximum: int = MAX_INT) -> int:
+    """A schema-checked integer (or digit string) as an int within upstream's bounds.
+
+    Schemas cannot bound digit strings, which upstream also accepts.
+    """
+    number = int(value)
+    if number > maximum:
+        raise errors.BadRequest(
+            f"Invalid input for field/attribute {field}. Value: {value}. "
+            f"{value} is greater than the maximum of {maximum}"
+        )
+    if number < minimum:
+        raise errors.BadRequest(
+            f"Invalid input for field/attribute {field}. Value: {value}. {value} is less than the minimum of {minimum}"
+        )
     return number
 
 

@@ -62,6 +62,9 @@ def make_app(conf: cfg.ConfigOpts, state: PlacementState | None = None) -> falco
         authenticate=auth.make_authenticator(conf),
         max_body_size=conf.api.max_request_body_size,
         on_version_error=_version_error,
+        # Placement stores no documents, and upstream compares such numbers
+        # (a generation, an amount) and answers 409, as the rounded float does.
+        exact_json_integers=False,
     )
     app = build_app(service, ROUTES, state)
     app.add_middleware(PlacementRules(ROUTES))

@@ -31,11 +31,14 @@ def json_body(state: PlacementState, req: falcon.Request, schema: VersionedSchem
     try:
         body = parse_json(raw)
     except errors.BadRequest:
-        # Upstream's message is the standard library decoder's.
+        # Upstream's message is the standard library decoder's, when it has
+        # one: deeply nested input exhausts its recursion instead.
         try:
             json.loads(raw)
         except ValueError as problem:
             raise errors.BadRequest(f"Malformed JSON: {problem}") from None
+        except RecursionError:
+            pass
         raise
     if schema is not None:
         schema.validate(body, req.context.version)

@@ -33,6 +33,7 @@ from corral.placement.db.tables import (
     resource_providers,
 )
 from corral.placement.domain.candidates import ProviderFilter
+from corral.placement.domain.inventory import MAX_INT
 
 _rp = resource_providers
 
@@ -68,6 +69,10 @@ def _has_room(rc: int, amount: int) -> sa.ColumnElement:
     #               + :amount <= (inv.total - inv.reserved) * inv.allocation_ratio
     #           AND inv.min_unit <= :amount AND inv.max_unit >= :amount
     #           AND MOD(:amount, inv.step_size) = 0)
+    if amount > MAX_INT:
+        # No inventory's max_unit is larger, and the database could not
+        # compare with it (INTEGER on PostgreSQL, 64 bits on SQLite).
+        return sa.false()
     inv = inventories.alias()
     used = (
         sa.select(sa.func.coalesce(sa.func.sum(allocations.c.used), 0))

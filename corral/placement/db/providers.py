@@ -20,6 +20,7 @@ from corral.placement.db.tables import (
     resource_provider_traits,
     resource_providers,
 )
+from corral.placement.domain.inventory import MAX_INT
 
 _parent = resource_providers.alias("parent")
 _root = resource_providers.alias("root")
@@ -229,6 +230,11 @@ def bump_generation(conn: Connection, provider_id: int, expected: int | None, no
         .values(generation=resource_providers.c.generation + 1, updated_at=now)
     )
     if expected is not None:
+        if not 0 <= expected <= MAX_INT:
+            # No generation is outside its INTEGER column's range, and the
+            # databases cannot compare with such numbers (PostgreSQL casts
+            # to INTEGER, SQLite binds 64 bits at most).
+            raise generation_conflict()
         query = query.where(resource_providers.c.generation == expected)
     if conn.execute(query).rowcount != 1:
         raise generation_conflict()

@@ -17,6 +17,7 @@ import bisect
 import itertools
 import operator
 import random
+import sys
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import NamedTuple
@@ -758,7 +759,8 @@ def select(candidates: Iterable[Candidate], limit: int | None, randomize: bool) 
             random.shuffle(chosen)
         return chosen
     if not randomize:
-        return list(itertools.islice(candidates, limit))
+        # A limit beyond any answer's size (and islice's range) is no limit.
+        return list(itertools.islice(candidates, min(limit, sys.maxsize)))
     # Reservoir sampling: memory bounded by the limit, not by the answer.
     reservoir: list[Candidate] = []
     for seen, candidate in enumerate(candidates):

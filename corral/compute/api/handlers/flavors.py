@@ -17,7 +17,9 @@ from corral.compute.db import flavors as db
 DESCRIPTION = (2, 55)
 EXTRA_SPECS_IN_FLAVOR = (2, 61)
 
-_INT = {"type": ["integer", "string"], "pattern": "^[0-9]+$"}
+_INT = {"type": ["integer", "string"], "pattern": "^[0-9]+$", "maximum": util.MAX_INT}
+# Upstream's bound for rxtx_factor: the largest single-precision float.
+_MAX_RXTX = 3.40282e38
 
 _CREATE = util.Schema({
     "type": "object",
@@ -159,6 +161,9 @@ def _list(state: ComputeState, req: falcon.Request) -> list[dict[str, Any]]:
             marker_row = db.flavor_row(conn, marker)
             if marker_row is None:
                 raise errors.BadRequest(f"marker [{marker}] not found")
+        if max(min_ram or 0, min_disk or 0) > util.MAX_INT:
+            # No flavor is that large (and the database could not compare with it).
+            return []
         return db.list_flavors(
             conn,
             project_id=None if is_admin else req.context.project_id,
@@ -222,14 +227,21 @@ def create(state: ComputeState, req: falcon.Request, resp: falcon.Response) -> N
         rxtx = float(body.get("rxtx_factor", 1.0))
     except ValueError:
         raise errors.BadRequest(f"Invalid input for field/attribute rxtx_factor. Value: {body['rxtx_factor']}.") from None
+    if not rxtx <= _MAX_RXTX:
+        raise errors.BadRequest(
+            f"Invalid input for field/attribute rxtx_factor. Value: {body['rxtx_factor']}. "
+            f"{body['rxtx_factor']} is greater than the maximum of {_MAX_RXTX}"
+        )
     values = {
         "flavorid": flavorid,
         "name": body["name"],
-        "memory_mb": int(body["ram"]),
-        "vcpus": int(body["vcpus"]),
-        "root_gb": int(body["disk"]),
-        "ephemeral_gb": int(body.get("OS-FLV-EXT-DATA:ephemeral", 0)),
-        "swap": int(body.get("swap", 0)),
+        "memory_mb": util.bounded_int(body["ram"], "ram", minimum=1),
+        "vcpus": util.bounded_int(body["vcpus"], "vcpus", minimum=1),
+        "root_gb": util.bounded_int(body["disk"], "disk", minimum=0),
+        "ephemeral_gb": util.bounded_int(
+            body.get("OS-FLV-EXT-DATA:ephemeral", 0), "OS-FLV-EXT-DATA:ephemeral", minimum=0
+        ),
+        "swap": util.bounded_int(body.get("swap", 0), "swap", minimum=0),
         "rxtx_factor": rxtx,
         "is_public": body.get("os-flavor-access:is_public", True),
         "disabled": False,

@@ -20,7 +20,8 @@ _UPDATE = util.Schema({
         "quota_set": {
             "type": "object",
             "properties": {
-                **{name: {"type": ["integer", "string"], "pattern": "^-?[0-9]+$", "minimum": -1}
+                **{name: {"type": ["integer", "string"], "pattern": "^-?[0-9]+$", "minimum": -1,
+                          "maximum": util.MAX_INT}
                    for name in (*quota.BASE_RESOURCES, *quota.FILE_RESOURCES, *quota.NETWORK_RESOURCES)},
                 "force": {"type": ["boolean", "string"]},
             },
@@ -103,7 +104,7 @@ def update(state: ComputeState, req: falcon.Request, resp: falcon.Response, proj
     util.authorize(state, req, policies.QUOTA_UPDATE, {"project_id": project_id})
     body = dict(util.json_body(state, req, _UPDATE)["quota_set"])
     force = str(body.pop("force", False)).lower() == "true"
-    wanted = {name: int(value) for name, value in body.items()}
+    wanted = {name: util.bounded_int(value, name, minimum=-1) for name, value in body.items()}
     allowed = set(quota.resources_for(req.context.version))
     unknown = sorted(set(wanted) - allowed)
     if unknown:

@@ -102,10 +102,11 @@ def _last_segment(reference: Any) -> str:
 def _parse_time(value: str, name: str) -> datetime.datetime:
     try:
         parsed = datetime.datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
+        if parsed.tzinfo is not None:
+            # 0001-01-01T00:00:00+23:59 is a valid date-time before year 1 in UTC.
+            parsed = parsed.astimezone(datetime.timezone.utc).replace(tzinfo=None)
+    except (ValueError, OverflowError):
         raise errors.BadRequest(f"Invalid input for query parameters {name}. Value: {value}.") from None
-    if parsed.tzinfo is not None:
-        parsed = parsed.astimezone(datetime.timezone.utc).replace(tzinfo=None)
     return parsed
 
 
@@ -162,8 +163,12 @@ def _filters(req: falcon.Request, options: dict[str, list[str]], all_tenants: bo
         filters.project_id = project[-1] if project else None
     for name, values in options.items():
         value = values[-1]
-        if name == "launch_index":
-            filters.exact["launch_index"] = util.parse_int(value, name)
+        if name in ("launch_index", "power_state"):
+            number = util.parse_int(value, name)
+            filters.exact[name] = number
+            if number is not None and number > util.MAX_INT:
+                # No server has one that large (and the database could not compare with it).
+                filters.match_nothing = True
         elif name in _EXACT_FILTERS:
             filters.exact[_EXACT_FILTERS[name]] = value
         elif name == "name":
@@ -174,8 +179,6 @@ def _filters(req: falcon.Request, options: dict[str, list[str]], all_tenants: bo
             filters.exact["flavorid"] = _last_segment(value)
         elif name == "locked":
             filters.exact["locked"] = util.parse_bool(value, "locked")
-        elif name == "power_state":
-            filters.exact["power_state"] = util.parse_int(value, "power_state")
         elif name == "status":
             vm_states: list[str] = []
             for status in values:
