@@ -56,6 +56,9 @@ def setup_logging(conf: cfg.ConfigOpts) -> None:
         level=logging.DEBUG if conf.debug else logging.INFO,
         format="%(asctime)s %(process)d %(levelname)s %(name)s: %(message)s",
     )
+    # Alembic narrates every revision at INFO; at start-up that buries the one
+    # line that matters when something is wrong.
+    logging.getLogger("alembic").setLevel(logging.DEBUG if conf.debug else logging.WARNING)
 
 
 class CorralGroup(click.Group):

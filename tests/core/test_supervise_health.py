@@ -114,7 +114,7 @@ def test_healthcheck_reports_every_part(data_dir: Path, tmp_path: Path) -> None:
         assert report["status"] == "ok"
         assert {part["name"] for part in report["parts"]} == {
             "placement.database", "compute.api_database", "compute.cell0", "compute.cell1",
-            "baremetal.database", "baremetal.conductors",
+            "baremetal.database", "baremetal.conductors", "identity.database",
         }
         assert all(part["status"] == "ok" for part in report["parts"])
     finally:
@@ -153,7 +153,8 @@ def test_each_service_entry_point_answers_its_own_healthcheck(data_dir: Path) ->
     from corral.core import config as corral_config
     from corral.core import wsgi
 
-    conf = corral_config.make_conf([], state_path=str(data_dir))
+    conf = corral_config.make_conf([], state_path=str(data_dir),
+                                   overrides={"api": {"auth_strategy": "noauth2"}})
     from corral.cli import upgrade_all
 
     upgrade_all(conf)
