@@ -277,3 +277,23 @@ def test_full_worker_pool_leaves_power_unchanged(baremetal) -> None:
         release.set()
         conductor.pool.stop()
         conductor.pool = original
+
+
+def test_the_fake_drivers_record_of_actions_stays_bounded(baremetal) -> None:
+    from corral.baremetal.drivers.fake import FAKE_ACTIONS_KEPT
+
+    client = baremetal.client()
+    manageable(client)
+    step = {"interface": "bios", "step": "apply_configuration", "args": {"settings": SETTINGS}}
+    rounds = 3
+    per_round = FAKE_ACTIONS_KEPT // 2 + 1
+    for index in range(rounds):
+        last = {"interface": "bios", "step": "apply_configuration",
+                "args": {"settings": [{"name": "round", "value": str(index)}]}}
+        assert clean(client, [step] * (per_round - 1) + [last]).status_code == 202
+        wait_for_state(client, "n1", "manageable")
+    node = client.get("/v1/nodes/n1").json()
+    assert len(actions(node)) == FAKE_ACTIONS_KEPT
+    assert actions(node)[-1] == "bios.apply_configuration"
+    bios = client.get("/v1/nodes/n1/bios").json()["bios"]
+    assert ("round", str(rounds - 1)) in [(item["name"], item["value"]) for item in bios]

@@ -29,12 +29,15 @@ from corral.baremetal.drivers.base import (
 BOOT_DEVICES = ["pxe", "disk", "cdrom", "bios", "safe"]
 # Virtual media slots of the fake BMC and the media types each takes.
 VMEDIA_TYPES = {"cdrom": ("CD", "DVD"), "disk": ("USBStick",), "floppy": ("Floppy",)}
+# The most recent actions kept: a node cleaned every day for years must not
+# carry an ever-growing list in every answer.
+FAKE_ACTIONS_KEPT = 50
 
 
 def record(task: Any, action: str) -> None:
     """Append an action to the node's list of what the fake driver did."""
     info = dict(task.node["driver_internal_info"] or {})
-    info["fake_actions"] = [*info.get("fake_actions", []), action]
+    info["fake_actions"] = [*info.get("fake_actions", []), action][-FAKE_ACTIONS_KEPT:]
     task.update(driver_internal_info=info)
 
 
