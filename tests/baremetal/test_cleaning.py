@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 
 import pytest
 
@@ -297,3 +298,26 @@ def test_the_fake_drivers_record_of_actions_stays_bounded(baremetal) -> None:
     assert actions(node)[-1] == "bios.apply_configuration"
     bios = client.get("/v1/nodes/n1/bios").json()["bios"]
     assert ("round", str(rounds - 1)) in [(item["name"], item["value"]) for item in bios]
+
+
+def test_a_node_resting_in_clean_wait_is_already_unlocked(baremetal, monkeypatch) -> None:
+    # A lock released after the node was seen in ``clean wait`` would make an
+    # abort sent at that moment fail with 409; a slow release shows it always.
+    from corral.baremetal.conductor import locks
+
+    original = locks.release
+
+    def slow_release(*args, **kwargs):
+        time.sleep(2)
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(locks, "release", slow_release)
+    client = baremetal.client()
+    manageable(client)
+    clean(client, [{"interface": "deploy", "step": "burnin_cpu", "args": {"duration": 600}}])
+    waiting = wait_for(lambda: (node := client.get("/v1/nodes/n1").json())["provision_state"] == "clean wait"
+                       and node)
+    assert waiting["reservation"] is None
+    response = provision(client, "n1", "abort")
+    assert response.status_code == 202, response.text
+    assert wait_for_state(client, "n1", "clean failed")["last_error"] == "By request, the clean operation was aborted"

@@ -174,7 +174,7 @@ def run_steps(task: Any, start: int) -> None:
             fail(task, f"Node {task.node['uuid']} failed step {step!r}: {error}")
             return
         if result == ASYNC:
-            task.process_event("wait")
+            task.process_event("wait", release=True)
             return
     finish(task)
 

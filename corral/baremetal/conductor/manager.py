@@ -413,6 +413,8 @@ class Conductor(allocations.AllocationWork, node_extras.NodeExtras, ports.PortWo
         for node in waiting:
             if not self.owns(node, live) or node["reservation"]:
                 continue
+            if not self._clean_wait_over(node["id"]):
+                continue  # nothing to do yet: the lock stays free for an abort
             try:
                 task = self._locked(node["id"])
             except (Conflict, ApiError):
@@ -437,6 +439,26 @@ class Conductor(allocations.AllocationWork, node_extras.NodeExtras, ports.PortWo
                 break
             moved += 1
         return moved
+
+    def _clean_wait_over(self, node_id: int) -> bool:
+        """Whether a node in ``clean wait`` timed out or its step finished, seen without its lock."""
+        try:
+            task = Task(self, node_id, shared=True).acquire()
+        except (Conflict, ApiError):
+            return False
+        except Exception:  # noqa: BLE001 - the locked poll records what is wrong
+            return True
+        if task.node["provision_state"] != states.CLEANWAIT:
+            return False
+        if _timed_out(task, self.conf.conductor.clean_callback_timeout):
+            return True
+        step = task.node["clean_step"] or {}
+        if not step:
+            return True
+        try:
+            return bool(getattr(task.driver, step["interface"]).poll_step(task, step))
+        except Exception:  # noqa: BLE001 - the locked poll records the failure
+            return True
 
     def sync_power_states(self) -> int:
         """Record the hardware's power state for this conductor's idle nodes."""

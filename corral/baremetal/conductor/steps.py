@@ -134,7 +134,7 @@ def service(task: Any, requested: Sequence[Mapping[str, Any]], disable_ramdisk: 
             _service_failed(task, f"Node {uuid} failed service step {step!r}: {error}")
             return
         if result == ASYNC:
-            task.process_event("wait")
+            task.process_event("wait", release=True)
             return
     task.process_event("done", service_step={}, driver_internal_info=_wipe(task.internal_info))
 

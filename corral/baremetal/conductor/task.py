@@ -77,19 +77,30 @@ class Task:
 
     # -------------------------------------------------------- changes
 
-    def update(self, **values: Any) -> None:
-        """Write ``values`` to the node (only while this task holds the lock)."""
+    def update(self, *, release: bool = False, **values: Any) -> None:
+        """Write ``values`` to the node (only while this task holds the lock).
+
+        With ``release`` the same write gives the lock back: a node that
+        comes to rest (``clean wait`` and the like) is never seen resting
+        yet still locked, so the next request for it (an abort) does not
+        race the lock's release.
+        """
         if self.shared:
             raise RuntimeError("a shared task cannot change the node")
+        written_values = {**values, "reservation": None} if release and self._locked else values
         written = self.conductor.db.write(
-            lambda conn: node_db.update(conn, self.node_id, values, reservation=self.conductor.host)
+            lambda conn: node_db.update(conn, self.node_id, written_values, reservation=self.conductor.host)
         )
         if not written:
             raise Conflict(f"Node {self.node['uuid']} lost its lock held by {self.conductor.host}.")
-        self.node.update(values)
+        self.node.update(written_values)
+        if release:
+            self._locked = False
 
-    def process_event(self, event: str, *, action: str | None = None, **values: Any) -> str:
-        """Move the node along the state machine and write ``values`` with it."""
+    def process_event(self, event: str, *, action: str | None = None, release: bool = False,
+                      **values: Any) -> str:
+        """Move the node along the state machine and write ``values`` with it
+        (and, with ``release``, give the lock back in the same write)."""
         current = self.node["provision_state"]
         new_state = states.next_state(current, event)
         if new_state is None:
@@ -100,6 +111,7 @@ class Task:
             provision_state=new_state,
             target_provision_state=target,
             provision_updated_at=node_db.utcnow(),
+            release=release,
             **values,
         )
         if values.get("last_error"):
