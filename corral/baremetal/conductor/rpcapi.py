@@ -30,7 +30,7 @@ class ConductorAPI:
     def __init__(self, conf: cfg.ConfigOpts, db: Database) -> None:
         self.conf = conf
         self.db = db
-        self.client = Client(conf.json_rpc.timeout)
+        self.client = Client.from_conf(conf)
 
     def live(self) -> list[dict[str, Any]]:
         with self.db.read() as conn:
