@@ -24,6 +24,7 @@ from typing import Any
 import orjson
 import requests
 from oslo_config import cfg
+from urllib3.exceptions import NewConnectionError
 
 from corral.core.errors import ApiError, InternalError, ServiceUnavailable, Unauthorized
 
@@ -33,6 +34,10 @@ PARSE_ERROR = -32700
 INVALID_REQUEST = -32600
 METHOD_NOT_FOUND = -32601
 SERVER_ERROR = -32000
+# Seconds to wait for a conductor to accept a connection: one that is gone
+# should not hold a call for the whole answer timeout.
+CONNECT_TIMEOUT = 5.0
+
 # Not a JSON-RPC code: sent with HTTP 401 when credentials are missing or wrong.
 UNAUTHORIZED = -32001
 
@@ -98,6 +103,18 @@ def _respond(start_response: Callable[..., Any], status: str, body: Any,
     return [data]
 
 
+class ConductorUnreachable(ServiceUnavailable):
+    """No connection could be made: the conductor never saw the call, which may go elsewhere."""
+
+
+def _not_connected(error: requests.RequestException) -> bool:
+    """Whether the call failed before a connection existed (refused, unreachable, connect timeout)."""
+    if isinstance(error, requests.ConnectTimeout):
+        return True
+    reason = getattr(error.args[0], "reason", None) if error.args else None
+    return isinstance(error, requests.ConnectionError) and isinstance(reason, NewConnectionError)
+
+
 class RemoteError(ApiError):
     """An error raised by the conductor, re-raised with its status and message."""
 
@@ -132,10 +149,13 @@ class Client:
         try:
             response = self._session.post(
                 address, data=orjson.dumps(body), headers={"Content-Type": "application/json"},
-                timeout=self.timeout, verify=self._verify, cert=self._cert,
+                timeout=(min(CONNECT_TIMEOUT, self.timeout), self.timeout), verify=self._verify, cert=self._cert,
             )
         except requests.RequestException as error:
-            raise ServiceUnavailable(f"The conductor at {address} could not be reached: {error}") from None
+            message = f"The conductor at {address} could not be reached: {error}"
+            if _not_connected(error):
+                raise ConductorUnreachable(message) from None
+            raise ServiceUnavailable(message) from None
         if response.status_code == 401:
             # An operator's mistake, not the caller's: a 500 that says what to fix.
             raise InternalError(f"The conductor at {address} refused this service's JSON-RPC credentials "
