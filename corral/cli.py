@@ -240,6 +240,10 @@ def _check_serve(conf: cfg.ConfigOpts, host: str, port: int, role: str) -> None:
         startup.check_port(port)
         startup.check_data_dir(conf.state_path)
         startup.check_database_urls((tree.name, url) for tree, url in _targets(conf))
+        for module in services.load():
+            check = getattr(module, "check_startup", None)
+            if check is not None:
+                check(conf, role)
         if role in ("all", "api"):
             startup.check_auth_exposure(conf, host)
             startup.check_auth_files(conf)

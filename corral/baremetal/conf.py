@@ -95,9 +95,39 @@ CONDUCTOR_OPTS = [
 ]
 
 JSON_RPC_OPTS = [
-    cfg.StrOpt("host_ip", default="127.0.0.1", help="Address the conductor's JSON-RPC server listens on."),
+    cfg.StrOpt("host_ip", default="127.0.0.1",
+               help="Address the conductor's JSON-RPC server listens on. Any address other than a loopback one "
+               "needs auth_strategy = http_basic (the server refuses to start otherwise)."),
     cfg.PortOpt("port", default=8089, help="Port of the conductor's JSON-RPC server (0 picks a free one)."),
     cfg.FloatOpt("timeout", default=60, help="Seconds an API waits for a conductor's JSON-RPC answer."),
+    # Server side.
+    cfg.StrOpt(
+        "auth_strategy",
+        default="noauth",
+        choices=[("noauth", "no authentication (loopback addresses only)"),
+                 ("http_basic", "HTTP basic authentication against http_basic_auth_user_file")],
+        help="Authentication of JSON-RPC calls, on the conductor's server and in the API's client.",
+    ),
+    cfg.StrOpt("http_basic_auth_user_file", default="/etc/corral/htpasswd-json-rpc",
+               help="Apache-format htpasswd file (bcrypt hashes) of the users allowed to call conductors, "
+               "when auth_strategy = http_basic."),
+    cfg.BoolOpt("use_ssl", default=False,
+                help="Serve JSON-RPC over TLS with [ssl] cert_file and key_file; callers then use https."),
+    # Client side (the API calling conductors).
+    cfg.StrOpt("http_basic_username", default="",
+               help="User name the API sends to conductors; required when auth_strategy = http_basic."),
+    cfg.StrOpt("http_basic_password", default="", secret=True,
+               help="Password the API sends to conductors; required when auth_strategy = http_basic."),
+    cfg.StrOpt("cafile", help="CA bundle verifying conductors' TLS certificates (default: the system's)."),
+    cfg.StrOpt("certfile", help="Client certificate presented to conductors over TLS."),
+    cfg.StrOpt("keyfile", help="Private key of certfile."),
+    cfg.BoolOpt("insecure", default=False, help="Do not verify conductors' TLS certificates."),
+]
+
+# The server certificate, in the group upstream's services read it from.
+SSL_OPTS = [
+    cfg.StrOpt("cert_file", help="Certificate (PEM) the JSON-RPC server presents when [json_rpc] use_ssl is set."),
+    cfg.StrOpt("key_file", help="Private key (PEM) of cert_file."),
 ]
 
 API_OPTS = [
@@ -123,6 +153,7 @@ def register_opts(conf: cfg.ConfigOpts) -> None:
     conf.register_opts(DEFAULT_OPTS)
     conf.register_opts(CONDUCTOR_OPTS, group="conductor")
     conf.register_opts(JSON_RPC_OPTS, group="json_rpc")
+    conf.register_opts(SSL_OPTS, group="ssl")
     conf.register_opts(API_OPTS, group="baremetal_api")
     conf.register_opts(FAKE_OPTS, group="fake")
     conf.register_opts(REDFISH_OPTS, group="redfish")

@@ -23,6 +23,12 @@ def migration_targets(conf: cfg.ConfigOpts) -> list[tuple[MigrationTree, str]]:
     return [(TREE, baremetal_conf.database_url(conf))]
 
 
+def check_startup(conf: cfg.ConfigOpts, role: str) -> None:
+    from corral.baremetal.startup import check_json_rpc
+
+    check_json_rpc(conf, role)
+
+
 def make_app(conf: cfg.ConfigOpts) -> Any:
     from corral.baremetal.api.app import make_app as build
 

@@ -149,7 +149,12 @@ class HtpasswdAuthenticator:
             return self._users
 
     def __call__(self, req: falcon.Request) -> None:
-        user, password = _basic_credentials(req)
+        user = self.check(req.get_header("Authorization"))
+        _fill(req.context, user, req.get_header("X-Project-Id"), ADMIN_ROLES)
+
+    def check(self, authorization: str | None) -> str:
+        """The user an ``Authorization: Basic ...`` header proves to be; :class:`Unauthorized` otherwise."""
+        user, password = basic_credentials(authorization)
         users = self._current()
         hashed = users.hashes.get(user)
         digest = hmac.new(self._key, user.encode() + b"\0" + password, hashlib.sha256).digest()
@@ -159,7 +164,7 @@ class HtpasswdAuthenticator:
             if hashed is None or not valid:
                 raise Unauthorized("Invalid credentials.")
             users.remember(digest, self.MAX_VERIFIED)
-        _fill(req.context, user, req.get_header("X-Project-Id"), ADMIN_ROLES)
+        return user
 
 
 class _HtpasswdUsers:
@@ -211,8 +216,8 @@ def _checkpw(password: bytes, hashed: bytes) -> bool:
         return False
 
 
-def _basic_credentials(req: falcon.Request) -> tuple[str, bytes]:
-    header = req.get_header("Authorization") or ""
+def basic_credentials(authorization: str | None) -> tuple[str, bytes]:
+    header = authorization or ""
     scheme, _, encoded = header.partition(" ")
     if scheme.lower() != "basic" or not encoded:
         raise Unauthorized(

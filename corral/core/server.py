@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 import socket
 import socketserver
+import ssl
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -33,20 +34,46 @@ class _ThreadingWSGIServer(socketserver.ThreadingMixIn, simple_server.WSGIServer
     request_queue_size = 128
 
 
-class ThreadedServer:
-    """Serve ``app`` on ``host:port`` (port 0 picks a free one) in a thread."""
+class _TLSWSGIServer(_ThreadingWSGIServer):
+    """TLS whose handshake runs in the request's thread, so a slow client delays only itself."""
 
-    def __init__(self, app: Callable[..., Any], host: str = "127.0.0.1", port: int = 0) -> None:
+    handshake_timeout = 30.0
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        try:
+            request.settimeout(self.handshake_timeout)
+            request.do_handshake()
+            request.settimeout(None)
+        except (ssl.SSLError, OSError) as error:
+            LOG.info("TLS handshake with %s failed: %s", client_address[0], error)
+            self.shutdown_request(request)
+            return
+        super().process_request_thread(request, client_address)
+
+
+class ThreadedServer:
+    """Serve ``app`` on ``host:port`` (port 0 picks a free one) in a thread, over TLS with ``ssl_context``."""
+
+    def __init__(self, app: Callable[..., Any], host: str = "127.0.0.1", port: int = 0,
+                 ssl_context: ssl.SSLContext | None = None) -> None:
+        server_class = _ThreadingWSGIServer if ssl_context is None else _TLSWSGIServer
+        if ":" in host:
+            server_class = type("IPv6" + server_class.__name__, (server_class,), {"address_family": socket.AF_INET6})
         self._server = simple_server.make_server(
-            host, port, app, server_class=_ThreadingWSGIServer, handler_class=_QuietHandler
+            host, port, app, server_class=server_class, handler_class=_QuietHandler
         )
+        if ssl_context is not None:
+            self._server.socket = ssl_context.wrap_socket(self._server.socket, server_side=True,
+                                                          do_handshake_on_connect=False)
+        self.scheme = "http" if ssl_context is None else "https"
         self.host = host
         self.port = self._server.server_address[1]
         self._thread = threading.Thread(target=self._server.serve_forever, name=f"wsgi:{self.port}", daemon=True)
 
     @property
     def url(self) -> str:
-        return f"http://{self.host}:{self.port}"
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"{self.scheme}://{host}:{self.port}"
 
     def start(self) -> ThreadedServer:
         self._thread.start()

@@ -19,6 +19,9 @@ Each entry names a module that provides:
     database the service owns is checked (reachable, latest schema).
 ``cli`` (optional)
     A click group added to the ``corral`` command under ``NAME``.
+``check_startup(conf, role)`` (optional)
+    Checks run by ``corral serve`` before it migrates or listens; raises
+    :class:`corral.core.startup.StartupError` with one line saying what to fix.
 ``prepare(conf, url)`` (optional)
     Run by ``corral serve`` before serving (``url`` is where the server is
     reached); returns lines to show the operator, or raises

@@ -7,7 +7,7 @@ from typing import Any
 
 import falcon
 import orjson
-from oslo_utils import uuidutils
+from oslo_utils import strutils, uuidutils
 
 from corral.baremetal.api.state import BaremetalState
 from corral.baremetal.db import nodes as node_db
@@ -46,13 +46,60 @@ def allowed(state: BaremetalState, req: falcon.Request, rule: str, node: dict[st
 REDACTED_FIELDS = ("last_error", "reservation", "driver_internal_info", "driver_info")
 
 
-def redact(state: BaremetalState, req: falcon.Request, node: dict[str, Any], body: dict[str, Any]) -> dict[str, Any]:
-    """Hide what the caller's policy does not let it read (a lessee sees less than the owner)."""
-    if req.context.is_admin:
-        return body  # operators read everything (and node lists stay cheap)
-    for field in REDACTED_FIELDS:
-        if field in body and not allowed(state, req, f"baremetal:node:get:{field}", node):
-            body[field] = f"** Value Redacted - Requires baremetal:node:get:{field} permission. **"
+def redact(state: BaremetalState, req: falcon.Request, node: dict[str, Any], body: dict[str, Any],
+           secrets: SecretsShown | None = None) -> dict[str, Any]:
+    """Hide what the caller's policy does not let it read (a lessee sees less than the owner).
+
+    Secrets are masked for every caller, operators included, unless
+    ``show_password`` / ``show_instance_secrets`` allow them (by default
+    nobody).  A list passes ``secrets`` decided once for the whole page.
+    """
+    if not req.context.is_admin:
+        for field in REDACTED_FIELDS:
+            if field in body and not allowed(state, req, f"baremetal:node:get:{field}", node):
+                body[field] = f"** Value Redacted - Requires baremetal:node:get:{field} permission. **"
+    return mask_secrets(body, secrets or secrets_shown(state, req, node))
+
+
+class SecretsShown:
+    """Whether a caller may read driver secrets and instance secrets."""
+
+    __slots__ = ("driver", "instance")
+
+    def __init__(self, driver: bool, instance: bool) -> None:
+        self.driver = driver
+        self.instance = instance
+
+
+def secrets_shown(state: BaremetalState, req: falcon.Request, node: dict[str, Any] | None = None) -> SecretsShown:
+    # Upstream's rule names: "show_password" covers every secret in driver_info.
+    return SecretsShown(allowed(state, req, "show_password", node), allowed(state, req, "show_instance_secrets", node))
+
+
+MASK = "******"
+
+
+def mask_secrets(body: dict[str, Any], shown: SecretsShown) -> dict[str, Any]:
+    """Mask secret-bearing keys as upstream does (``oslo_utils.strutils.mask_dict_password``).
+
+    Keys naming a password, secret, token or key material anywhere in
+    ``driver_info`` (BMC credentials) and ``instance_info`` (config drive,
+    image credentials) read ``******``; so does instance_info's
+    ``image_url`` (it may carry a temporary URL's signature) and the agent
+    token in ``driver_internal_info``.  The node row itself is not changed.
+    """
+    info = body.get("driver_info")
+    if not shown.driver and isinstance(info, dict):
+        body["driver_info"] = strutils.mask_dict_password(info, MASK)
+    info = body.get("instance_info")
+    if not shown.instance and isinstance(info, dict):
+        masked = strutils.mask_dict_password(info, MASK)
+        if masked.get("image_url"):
+            masked["image_url"] = MASK
+        body["instance_info"] = masked
+    internal = body.get("driver_internal_info")
+    if isinstance(internal, dict) and internal.get("agent_secret_token"):
+        body["driver_internal_info"] = {**internal, "agent_secret_token": MASK}
     return body
 
 

@@ -49,6 +49,9 @@ RUNBOOK_READER = _any(SYSTEM_READER, "role:reader and project_id:%(runbook.owner
 RUNBOOK_CREATOR = _any(SYSTEM_MEMBER, "role:manager", "role:service")
 
 _RULES: tuple[tuple[str, str, str], ...] = (
+    # Secrets in answers: "!" lets nobody, operators included, read them back.
+    ("show_password", "!", "Show or mask secrets within node driver information in API responses."),
+    ("show_instance_secrets", "!", "Show or mask secrets within instance information in API responses."),
     ("baremetal:node:create", SYSTEM_ADMIN, "Create a node."),
     ("baremetal:node:list", API_READER, "List the nodes a project owns or leases."),
     ("baremetal:node:list_all", SYSTEM_READER, "List every node."),

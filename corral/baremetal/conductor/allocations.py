@@ -36,7 +36,7 @@ from corral.core.errors import BadRequest, Conflict, NotFound, ServiceUnavailabl
 from corral.core.workers import PoolFull
 
 if TYPE_CHECKING:
-    from corral.baremetal.conductor.manager import Conductor
+    from corral.baremetal.conductor.core import ConductorCore
 
 LOG = logging.getLogger(__name__)
 
@@ -57,7 +57,7 @@ class AllocationWork:
 
     # ------------------------------------------------------------ RPC
 
-    def create_allocation(self: Conductor, values: dict[str, Any], traits: list[str]) -> dict[str, Any]:
+    def create_allocation(self: ConductorCore, values: dict[str, Any], traits: list[str]) -> dict[str, Any]:
         """Store the allocation (state allocating, affinity here) and start processing it.
 
         Returns its id and creation time (ISO 8601): the caller answers with
@@ -81,7 +81,7 @@ class AllocationWork:
             ) from None
         return {"id": allocation_id, "created_at": now.replace(tzinfo=datetime.UTC).isoformat()}
 
-    def backfill_allocation(self: Conductor, node_id: int, values: dict[str, Any], traits: list[str]) -> int:
+    def backfill_allocation(self: ConductorCore, node_id: int, values: dict[str, Any], traits: list[str]) -> int:
         """Record an allocation for a node already deployed (1.58); returns its id.
 
         Checked and written under the node's lock in one transaction: a node
@@ -104,7 +104,7 @@ class AllocationWork:
                     raise duplicate_allocation(self, values) from None
                 raise
 
-    def destroy_allocation(self: Conductor, allocation_id: int) -> None:
+    def destroy_allocation(self: ConductorCore, allocation_id: int) -> None:
         """Remove the allocation and free its node (under the node's lock)."""
         with self.db.read() as conn:
             allocation = allocation_db.get(conn, allocation_id=allocation_id)
@@ -128,7 +128,7 @@ class AllocationWork:
 
     # ------------------------------------------------------- recovery
 
-    def resume_allocations(self: Conductor) -> int:
+    def resume_allocations(self: ConductorCore) -> int:
         """Process again this conductor's allocations that were in progress when it stopped."""
         with self.db.read() as conn:
             pending = allocation_db.in_state(conn, domain.ALLOCATING, affinity=self.conductor_id)
@@ -142,7 +142,7 @@ class AllocationWork:
             started += 1
         return started
 
-    def check_orphan_allocations(self: Conductor) -> int:
+    def check_orphan_allocations(self: ConductorCore) -> int:
         """Take over the allocations in progress on conductors that stopped heartbeating."""
         live_ids = [conductor["id"] for conductor in self.live_conductors()]
         if self.conductor_id not in live_ids:
@@ -169,7 +169,7 @@ class AllocationWork:
 # ------------------------------------------------------------ process
 
 
-def process_allocation(conductor: Conductor, allocation_id: int) -> None:
+def process_allocation(conductor: ConductorCore, allocation_id: int) -> None:
     """Find and reserve a node; record the outcome on the allocation, never raise."""
     with conductor.db.read() as conn:
         allocation = allocation_db.get(conn, allocation_id=allocation_id)
@@ -188,7 +188,7 @@ def process_allocation(conductor: Conductor, allocation_id: int) -> None:
         _record_failure(conductor, allocation, f"Unexpected exception during allocation: {error}")
 
 
-def _record_failure(conductor: Conductor, allocation: Mapping[str, Any], message: str) -> None:
+def _record_failure(conductor: ConductorCore, allocation: Mapping[str, Any], message: str) -> None:
     try:
         conductor.db.write(lambda conn: allocation_db.update(
             conn, allocation["id"], {"state": domain.ERROR, "last_error": message},
@@ -197,7 +197,7 @@ def _record_failure(conductor: Conductor, allocation: Mapping[str, Any], message
         LOG.exception("could not record the failure of allocation %s", allocation["uuid"])
 
 
-def _allocate(conductor: Conductor, allocation: Mapping[str, Any]) -> Mapping[str, Any]:
+def _allocate(conductor: ConductorCore, allocation: Mapping[str, Any]) -> Mapping[str, Any]:
     with conductor.db.read() as conn:
         found = allocation_db.candidate_nodes(
             conn, allocation["resource_class"], uuids=allocation["candidate_nodes"] or None,
@@ -220,7 +220,7 @@ def _allocate(conductor: Conductor, allocation: Mapping[str, Any]) -> Mapping[st
     raise domain.AllocationFailed(f"could not reserve any of {suitable} suitable nodes")
 
 
-def _try_node(conductor: Conductor, allocation: Mapping[str, Any], node: Mapping[str, Any]) -> str:
+def _try_node(conductor: ConductorCore, allocation: Mapping[str, Any], node: Mapping[str, Any]) -> str:
     """'reserved', 'locked' (try again later) or 'unfit' (next node)."""
     try:
         locks.reserve(conductor.db, node["id"], node["uuid"], conductor.host, attempts=0)
@@ -255,7 +255,7 @@ def _try_node(conductor: Conductor, allocation: Mapping[str, Any], node: Mapping
 # ------------------------------------------------------------ backfill
 
 
-def node_db_traits(conductor: Conductor, node_id: int) -> list[str]:
+def node_db_traits(conductor: ConductorCore, node_id: int) -> list[str]:
     with conductor.db.read() as conn:
         return node_db.traits_of(conn, [node_id])[node_id]
 
@@ -283,7 +283,7 @@ def _delete_checked(conn: Any, allocation_id: int, node_id: int) -> None:
     allocation_db.delete(conn, allocation_id)
 
 
-def duplicate_allocation(conductor: Conductor, values: Mapping[str, Any]) -> Conflict:
+def duplicate_allocation(conductor: ConductorCore, values: Mapping[str, Any]) -> Conflict:
     with conductor.db.read() as conn:
         if values.get("name") and allocation_db.get(conn, name=values["name"]) is not None:
             return Conflict(f"An allocation with name {values['name']} already exists.")
@@ -305,7 +305,7 @@ def delete_node(conn: Any, node_id: int) -> None:
     node_db.delete(conn, node_id)
 
 
-def release_for_update(conductor: Conductor, node: Mapping[str, Any], changes: Mapping[str, Any]) -> None:
+def release_for_update(conductor: ConductorCore, node: Mapping[str, Any], changes: Mapping[str, Any]) -> None:
     """A node PATCH removing instance_uuid from an allocated node: 409 or the allocation goes.
 
     Called by the conductor with the node locked, before it writes ``changes``.

@@ -11,24 +11,24 @@ import threading
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from corral.baremetal.conductor.manager import Conductor
+    from corral.baremetal.conductor.core import ConductorCore
 
 
 class LocalConductors:
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._by_host: dict[str, Conductor] = {}
+        self._by_host: dict[str, ConductorCore] = {}
 
-    def add(self, conductor: Conductor) -> None:
+    def add(self, conductor: ConductorCore) -> None:
         with self._lock:
             self._by_host[conductor.host] = conductor
 
-    def remove(self, conductor: Conductor) -> None:
+    def remove(self, conductor: ConductorCore) -> None:
         with self._lock:
             if self._by_host.get(conductor.host) is conductor:
                 del self._by_host[conductor.host]
 
-    def get(self, host: str) -> Conductor | None:
+    def get(self, host: str) -> ConductorCore | None:
         with self._lock:
             return self._by_host.get(host)
 

@@ -20,7 +20,7 @@ from corral.core.db import is_duplicate
 from corral.core.errors import BadRequest, Conflict, NotFound
 
 if TYPE_CHECKING:
-    from corral.baremetal.conductor.manager import Conductor
+    from corral.baremetal.conductor.core import ConductorCore
 
 RPC_METHODS = frozenset({
     "update_port", "destroy_port", "update_portgroup", "destroy_portgroup",
@@ -35,7 +35,7 @@ class PortWork:
 
     # ----------------------------------------------------------- ports
 
-    def update_port(self: Conductor, node_id: int, port_id: int, values: dict[str, Any]) -> None:
+    def update_port(self: ConductorCore, node_id: int, port_id: int, values: dict[str, Any]) -> None:
         with self._locked(node_id) as task:
             with self.db.read() as conn:
                 port = _must(port_db.get_port(conn, port_id=port_id), f"Port {port_id} could not be found.")
@@ -62,7 +62,7 @@ class PortWork:
                     raise duplicate_port(self, changed, port_id) from None
                 raise
 
-    def destroy_port(self: Conductor, node_id: int, port_id: int) -> None:
+    def destroy_port(self: ConductorCore, node_id: int, port_id: int) -> None:
         with self._locked(node_id) as task:
             with self.db.read() as conn:
                 port = _must(port_db.get_port(conn, port_id=port_id), f"Port {port_id} could not be found.")
@@ -73,7 +73,7 @@ class PortWork:
 
     # ------------------------------------------------------ port groups
 
-    def update_portgroup(self: Conductor, node_id: int, portgroup_id: int, values: dict[str, Any]) -> None:
+    def update_portgroup(self: ConductorCore, node_id: int, portgroup_id: int, values: dict[str, Any]) -> None:
         with self._locked(node_id) as task:
             with self.db.read() as conn:
                 portgroup = _must(port_db.get_portgroup(conn, portgroup_id=portgroup_id),
@@ -97,7 +97,7 @@ class PortWork:
                     raise duplicate_portgroup(self, changed, portgroup_id) from None
                 raise
 
-    def destroy_portgroup(self: Conductor, node_id: int, portgroup_id: int) -> None:
+    def destroy_portgroup(self: ConductorCore, node_id: int, portgroup_id: int) -> None:
         with self._locked(node_id):
             def delete(conn: Any) -> bool:
                 if port_db.member_count(conn, portgroup_id):
@@ -112,7 +112,7 @@ class PortWork:
 
     # ---------------------------------------------------------- volumes
 
-    def update_volume(self: Conductor, node_id: int, kind: str, row_id: int, values: dict[str, Any]) -> None:
+    def update_volume(self: ConductorCore, node_id: int, kind: str, row_id: int, values: dict[str, Any]) -> None:
         with self._locked(node_id) as task:
             node = task.node
             if node["power_state"] != states.POWER_OFF:
@@ -124,7 +124,7 @@ class PortWork:
                     raise duplicate_volume(kind, values) from None
                 raise
 
-    def destroy_volume(self: Conductor, node_id: int, kind: str, row_id: int) -> None:
+    def destroy_volume(self: ConductorCore, node_id: int, kind: str, row_id: int) -> None:
         with self._locked(node_id) as task:
             node = task.node
             if node["provision_state"] not in states.DELETE_ALLOWED_STATES and node["power_state"] != states.POWER_OFF:
@@ -133,18 +133,18 @@ class PortWork:
 
     # ------------------------------------------------------------- VIFs
 
-    def vif_list(self: Conductor, node_id: int) -> list[dict[str, str]]:
+    def vif_list(self: ConductorCore, node_id: int) -> list[dict[str, str]]:
         task = Task(self, node_id, shared=True).acquire()
         ports, portgroups = _wiring(self, node_id)
         return task.driver.network.vif_list(ports, portgroups)
 
-    def vif_attach(self: Conductor, node_id: int, vif_info: dict[str, Any]) -> None:
+    def vif_attach(self: ConductorCore, node_id: int, vif_info: dict[str, Any]) -> None:
         with self._locked(node_id) as task:
             ports, portgroups = _wiring(self, node_id)
             change = task.driver.network.vif_attach(vif_info, ports, portgroups)
             _write_vif_change(self, change)
 
-    def vif_detach(self: Conductor, node_id: int, vif_id: str) -> None:
+    def vif_detach(self: ConductorCore, node_id: int, vif_id: str) -> None:
         with self._locked(node_id) as task:
             ports, portgroups = _wiring(self, node_id)
             change = task.driver.network.vif_detach(vif_id, task.node["uuid"], ports, portgroups)
@@ -157,12 +157,12 @@ def _must(row: dict[str, Any] | None, message: str) -> dict[str, Any]:
     return row
 
 
-def _wiring(conductor: Conductor, node_id: int) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+def _wiring(conductor: ConductorCore, node_id: int) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     with conductor.db.read() as conn:
         return port_db.ports_of_node(conn, node_id), port_db.portgroups_of_node(conn, node_id)
 
 
-def _write_vif_change(conductor: Conductor, change: tuple[str, int, dict[str, Any]] | None) -> None:
+def _write_vif_change(conductor: ConductorCore, change: tuple[str, int, dict[str, Any]] | None) -> None:
     if change is None:
         return
     kind, row_id, info = change

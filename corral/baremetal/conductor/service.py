@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import logging
+import ssl
+from collections.abc import Callable
 from typing import Any
 
 from oslo_config import cfg
@@ -10,11 +12,36 @@ from oslo_config import cfg
 from corral.baremetal.conductor.jsonrpc import make_server_app
 from corral.baremetal.conductor.local import LOCAL
 from corral.baremetal.conductor.manager import RPC_METHODS, Conductor
+from corral.core.auth import HtpasswdAuthenticator
 from corral.core.db import Database
 from corral.core.server import ThreadedServer
 from corral.core.workers import PeriodicTask, PeriodicTasks
 
 LOG = logging.getLogger(__name__)
+
+
+def authenticator(conf: cfg.ConfigOpts) -> Callable[[str | None], str] | None:
+    if conf.json_rpc.auth_strategy != "http_basic":
+        return None
+    return HtpasswdAuthenticator(conf.json_rpc.http_basic_auth_user_file).check
+
+
+def ssl_context(conf: cfg.ConfigOpts) -> ssl.SSLContext | None:
+    if not conf.json_rpc.use_ssl:
+        return None
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.load_cert_chain(conf.ssl.cert_file, conf.ssl.key_file)
+    return context
+
+
+def advertised_address(conf: cfg.ConfigOpts, scheme: str, port: int) -> str:
+    """The URL other processes call: the listening address, or the host name when listening on all."""
+    host = conf.json_rpc.host_ip
+    if host in ("0.0.0.0", "::", ""):
+        host = conf.host
+    if ":" in host:
+        host = f"[{host}]"
+    return f"{scheme}://{host}:{port}"
 
 
 class ConductorService:
@@ -24,10 +51,10 @@ class ConductorService:
         self.conductor = Conductor(conf, db)
         self._rpc: ThreadedServer | None = None
         if rpc_server:
-            self._rpc = ThreadedServer(
-                make_server_app(self.conductor, RPC_METHODS), host=conf.json_rpc.host_ip, port=conf.json_rpc.port
-            )
-            self.conductor.rpc_address = f"http://{conf.json_rpc.host_ip}:{self._rpc.port}"
+            group = conf.json_rpc
+            app = make_server_app(self.conductor, RPC_METHODS, authenticator(conf))
+            self._rpc = ThreadedServer(app, host=group.host_ip, port=group.port, ssl_context=ssl_context(conf))
+            self.conductor.rpc_address = advertised_address(conf, self._rpc.scheme, self._rpc.port)
         group = conf.conductor
         self._periodic = PeriodicTasks(
             [

@@ -18,7 +18,7 @@ from corral.baremetal.domain import states
 from corral.core.errors import BadRequest, Conflict, NotFound
 
 if TYPE_CHECKING:
-    from corral.baremetal.conductor.manager import Conductor
+    from corral.baremetal.conductor.core import ConductorCore
 
 
 class InvalidState(BadRequest):
@@ -33,7 +33,7 @@ def invalid_action(action: str, node: dict[str, Any]) -> InvalidState:
 
 
 class Task:
-    def __init__(self, conductor: Conductor, node_id: int, *, shared: bool = False) -> None:
+    def __init__(self, conductor: ConductorCore, node_id: int, *, shared: bool = False) -> None:
         self.conductor = conductor
         self.node_id = node_id
         self.shared = shared

@@ -8,6 +8,7 @@ from typing import Any
 
 import orjson
 import sqlalchemy as sa
+from sqlalchemy.dialects import mysql, postgresql, sqlite
 from sqlalchemy.engine import Connection
 
 from corral.baremetal.db.nodes import utcnow
@@ -32,16 +33,7 @@ def register(
         "rpc_address": rpc_address,
         "updated_at": now,
     }
-    # SELECT id FROM conductors WHERE hostname = :hostname
-    existing = conn.execute(sa.select(conductors.c.id).where(conductors.c.hostname == hostname)).scalar()
-    if existing is None:
-        # INSERT INTO conductors (hostname, ...) VALUES (...)
-        result = conn.execute(conductors.insert().values(hostname=hostname, created_at=now, **values))
-        conductor_id = int(result.inserted_primary_key[0])
-    else:
-        # UPDATE conductors SET ... WHERE id = :id
-        conductor_id = int(existing)
-        conn.execute(conductors.update().where(conductors.c.id == conductor_id).values(**values))
+    conductor_id = _upsert(conn, hostname, now, values)
     # DELETE FROM conductor_hardware_interfaces WHERE conductor_id = :id; INSERT ...
     conn.execute(
         conductor_hardware_interfaces.delete().where(conductor_hardware_interfaces.c.conductor_id == conductor_id)
@@ -60,6 +52,31 @@ def register(
     if rows:
         conn.execute(conductor_hardware_interfaces.insert(), rows)
     return conductor_id
+
+
+def _upsert(conn: Connection, hostname: str, now: datetime.datetime, values: dict[str, Any]) -> int:
+    """Insert the row for ``hostname`` or update it, in one statement: two conductors
+    starting with one host name cannot both insert (the loser would fail on the
+    unique host name).  The statement also locks the row until commit, so their
+    hardware interface rows are replaced one after the other."""
+    dialect = conn.dialect.name
+    if dialect in ("postgresql", "sqlite"):
+        # INSERT INTO conductors (hostname, created_at, ...) VALUES (...)
+        # ON CONFLICT (hostname) DO UPDATE SET drivers = ..., online = ..., ... RETURNING id
+        insert = postgresql.insert if dialect == "postgresql" else sqlite.insert
+        statement = (
+            insert(conductors).values(hostname=hostname, created_at=now, **values)
+            .on_conflict_do_update(index_elements=[conductors.c.hostname], set_=values)
+            .returning(conductors.c.id)
+        )
+        return int(conn.execute(statement).scalar_one())
+    # INSERT INTO conductors (hostname, created_at, ...) VALUES (...)
+    # ON DUPLICATE KEY UPDATE drivers = ..., online = ..., ...
+    conn.execute(
+        mysql.insert(conductors).values(hostname=hostname, created_at=now, **values).on_duplicate_key_update(**values)
+    )
+    # SELECT id FROM conductors WHERE hostname = :hostname
+    return int(conn.execute(sa.select(conductors.c.id).where(conductors.c.hostname == hostname)).scalar_one())
 
 
 def heartbeat(conn: Connection, hostname: str) -> bool:

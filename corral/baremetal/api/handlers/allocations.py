@@ -8,7 +8,6 @@ response is the allocation as stored, before any processing.
 from __future__ import annotations
 
 import datetime
-import random
 import re
 from typing import Any
 from urllib.parse import urlencode
@@ -20,11 +19,10 @@ from oslo_utils import uuidutils
 from corral.baremetal.api import common, links, schemas, views
 from corral.baremetal.api.state import BaremetalState
 from corral.baremetal.conductor import allocations as conductor_allocations
-from corral.baremetal.conductor.local import LOCAL
 from corral.baremetal.db import allocations as allocation_db
 from corral.baremetal.db import nodes as node_db
 from corral.baremetal.domain import allocations as domain
-from corral.core.errors import ApiError, BadRequest, Conflict, MethodNotAllowed, NotFound, ServiceUnavailable
+from corral.core.errors import ApiError, BadRequest, Conflict, MethodNotAllowed, NotFound
 from corral.core.db import is_duplicate
 from corral.core.http import Route, send_empty, send_json
 
@@ -123,17 +121,8 @@ def _can_see(req: falcon.Request, allocation: dict[str, Any]) -> bool:
 
 
 def _call_any_conductor(state: BaremetalState, method: str, **params: Any) -> Any:
-    """Call ``method`` on a live conductor chosen at random."""
-    live = state.rpc.live()
-    if not live:
-        raise ServiceUnavailable("No conductor service is available to process allocations; please retry later.")
-    conductor = random.choice(live)
-    local = LOCAL.get(conductor["hostname"])
-    if local is not None:
-        return getattr(local, method)(**params)
-    if not conductor.get("rpc_address"):
-        raise ServiceUnavailable(f"Conductor {conductor['hostname']} has no RPC address.")
-    return state.rpc.client.call(conductor["rpc_address"], method, **params)
+    """Call ``method`` on a live conductor chosen at random (another one if it cannot be reached)."""
+    return state.rpc.call_any(method, **params)
 
 
 # ------------------------------------------------------------ create

@@ -259,7 +259,7 @@ def _list(state: BaremetalState, req: falcon.Request, resp: falcon.Response, *, 
     limit, sort_key, sort_dir, marker = common.paging(
         state, req, sort_keys=node_db.SORT_KEYS, find_marker=lambda conn, uuid: node_db.get(conn, uuid=uuid), kind="Node"
     )
-    see_all = req.context.is_admin
+    secrets = common.secrets_shown(state, req)
     live = state.rpc.live()
     found: list[dict[str, Any]] = []
     with state.db.read() as conn:
@@ -284,7 +284,7 @@ def _list(state: BaremetalState, req: falcon.Request, resp: falcon.Response, *, 
             item = views.node_body(req, node, traits=traits[node["id"]], conductor=owner)
         else:
             item = views.list_item(req, node, fields=fields, traits=traits[node["id"]], conductor=owner)
-        items.append(item if see_all else common.redact(state, req, node, item))
+        items.append(common.redact(state, req, node, item, secrets))
     body: dict[str, Any] = {"nodes": items}
     if found and len(found) == limit:
         query = {"sort_key": sort_key, "sort_dir": sort_dir}
