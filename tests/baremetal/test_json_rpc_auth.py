@@ -27,11 +27,13 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
 from corral.baremetal.api.app import build_state, make_app
+from corral.baremetal.conductor.jsonrpc import Client
 from corral.baremetal.db import conductors as conductor_db
 from corral.baremetal.db import nodes as node_db
 from corral.baremetal.db.schema import TREE
 from corral.core import config, migrations
 from corral.core.db import create_engine
+from corral.core.errors import InternalError
 from corral.core.server import ThreadedServer
 from tests.baremetal.support import wait_for
 from tests.support.databases import DatabaseFactory
@@ -148,6 +150,17 @@ def test_json_rpc_needs_credentials_and_tls(secured: SecuredConductor, caplog: p
         assert refused.status_code == 401, refused.text
         assert refused.headers["WWW-Authenticate"].startswith("Basic")
         assert "result" not in refused.json()
+    assert secured.node(uuid)["name"] == "guarded"
+
+    # An API with the wrong password reports a server-side mistake, never the password.
+    wrong = Client(10, username=RPC_USER, password="not-" + RPC_PASSWORD, verify=str(secured.cert_file))
+    try:
+        with pytest.raises(InternalError) as refused_error:
+            wrong.call(secured.rpc_address, "update_node", node_id=node_id, values={"name": "nope"})
+    finally:
+        wrong.close()
+    assert "refused this service's JSON-RPC credentials" in refused_error.value.message
+    assert RPC_PASSWORD not in refused_error.value.message
     assert secured.node(uuid)["name"] == "guarded"
 
     # Plain HTTP is not served at all.
