@@ -96,6 +96,8 @@ class Conductor(allocations.AllocationWork, node_extras.NodeExtras, ports.PortWo
         )
         self.conductor_id: int | None = None
         self.rpc_address: str | None = None
+        # Base URL of this conductor's file server (boot images for BMCs), when it runs one.
+        self.file_server_url: str | None = None
         self._stopped = threading.Event()
 
     # ------------------------------------------------------- lifecycle

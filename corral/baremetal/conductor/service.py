@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import logging
+import os
 from typing import Any
 
 from oslo_config import cfg
 
+from corral.baremetal.conductor import file_server
 from corral.baremetal.conductor.jsonrpc import make_server_app
 from corral.baremetal.conductor.local import LOCAL
 from corral.baremetal.conductor.manager import RPC_METHODS, Conductor
@@ -28,6 +30,14 @@ class ConductorService:
                 make_server_app(self.conductor, RPC_METHODS), host=conf.json_rpc.host_ip, port=conf.json_rpc.port
             )
             self.conductor.rpc_address = f"http://{conf.json_rpc.host_ip}:{self._rpc.port}"
+        self._files: ThreadedServer | None = None
+        if conf.deploy.http_server:
+            os.makedirs(conf.deploy.http_root, exist_ok=True)
+            self._files = ThreadedServer(
+                file_server.make_app(conf.deploy.http_root),
+                host=conf.deploy.http_server_host, port=conf.deploy.http_server_port,
+            )
+            self.conductor.file_server_url = self._files.url
         group = conf.conductor
         self._periodic = PeriodicTasks(
             [
@@ -51,6 +61,8 @@ class ConductorService:
     def start(self) -> ConductorService:
         if self._rpc is not None:
             self._rpc.start()
+        if self._files is not None:
+            self._files.start()
         self.conductor.register()
         self.conductor.recover_after_restart()
         self.conductor.resume_allocations()
@@ -64,6 +76,8 @@ class ConductorService:
         self._periodic.stop()
         if self._rpc is not None:
             self._rpc.stop()
+        if self._files is not None:
+            self._files.stop()
         self.conductor.stop()
 
 

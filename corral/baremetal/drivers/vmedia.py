@@ -1,0 +1,244 @@
+"""Booting from Redfish virtual media, and the ``ramdisk`` deploy interface.
+
+``redfish-virtual-media`` (boot) inserts an ISO image into the BMC's
+virtual CD drive (``VirtualMedia.InsertMedia``) and makes the system boot
+from it in the node's boot mode; it ejects the medium when the instance is
+torn down, and when preparing it failed.
+
+``ramdisk`` (deploy) boots the instance from memory instead of writing an
+image to disk ("Booting a Ramdisk or an ISO"): ``instance_info/boot_iso``
+names an ISO image, or ``instance_info/kernel`` + ``ramdisk`` name a kernel
+and an initramfs that the conductor makes into an ISO (with
+``[redfish] kernel_append_params`` and ``instance_info/ramdisk_kernel_arguments``
+as the kernel command line).  The node becomes ``active`` once it was powered
+on from the medium; undeploying powers it off and ejects the medium.
+
+Images the BMC is to fetch are published under ``[deploy] http_root`` and
+given to it as URLs under ``[deploy] http_url`` (the conductor's own file
+server unless configured otherwise).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+from collections.abc import Mapping
+from typing import Any
+
+import sushy
+
+from corral.baremetal.domain import states
+from corral.baremetal.drivers import images, iso
+from corral.baremetal.drivers.base import (
+    BaseInterface,
+    DriverError,
+    InvalidParameterValue,
+    MissingParameterValue,
+    deploy_step,
+)
+from corral.baremetal.drivers.redfish import BOOT_MODES, _driver_info, _sushy_call, get_system
+
+LOG = logging.getLogger(__name__)
+
+# Redfish media types a virtual CD drive reports.
+CD_MEDIA_TYPES = ("CD", "DVD")
+# Where published images live, under http_root and http_url.
+PUBLISH_DIR = "redfish"
+
+
+def boot_mode(node: Mapping[str, Any], conf: Any) -> str:
+    """The node's boot mode: instance_info, then properties/capabilities, then [deploy] default_boot_mode."""
+    mode = (node.get("instance_info") or {}).get("deploy_boot_mode")
+    if not mode:
+        mode = capabilities(node).get("boot_mode")
+    mode = mode or conf.deploy.default_boot_mode
+    if mode not in BOOT_MODES:
+        raise InvalidParameterValue(f"Invalid boot mode {mode!r} for node {node['uuid']}: use 'uefi' or 'bios'")
+    return str(mode)
+
+
+def capabilities(node: Mapping[str, Any]) -> dict[str, str]:
+    """properties/capabilities, given as "key:value,key:value" or as a dictionary."""
+    raw = (node.get("properties") or {}).get("capabilities") or {}
+    if isinstance(raw, Mapping):
+        return {str(k): str(v) for k, v in raw.items()}
+    found = {}
+    for item in str(raw).split(","):
+        key, _, value = item.partition(":")
+        if key.strip():
+            found[key.strip()] = value.strip()
+    return found
+
+
+def published_path(conf: Any, node: Mapping[str, Any]) -> str:
+    return os.path.join(conf.deploy.http_root, PUBLISH_DIR, f"boot-{node['uuid']}.iso")
+
+
+def published_url(task: Any) -> str:
+    base = task.conductor.conf.deploy.http_url or getattr(task.conductor, "file_server_url", None)
+    if not base:
+        raise DriverError("No [deploy] http_url is set and the conductor serves no files: BMCs cannot be "
+                          "given an image URL")
+    return f"{base.rstrip('/')}/{PUBLISH_DIR}/boot-{task.node['uuid']}.iso"
+
+
+def _verify_tls(node: Mapping[str, Any]) -> bool:
+    verify = (node.get("driver_info") or {}).get("redfish_verify_ca", True)
+    # A CA bundle path, or a boolean as JSON or as text.
+    if isinstance(verify, str):
+        return verify.lower() not in ("false", "no", "0")
+    return bool(verify)
+
+
+def _cd_drive(system: Any) -> Any:
+    """The system's virtual CD drive (System VirtualMedia, else its managers')."""
+    collections = []
+    with contextlib.suppress(sushy.exceptions.SushyError, AttributeError):
+        collections.append(system.virtual_media)
+    with contextlib.suppress(sushy.exceptions.SushyError, AttributeError):
+        collections.extend(manager.virtual_media for manager in system.managers)
+    for collection in collections:
+        try:
+            members = collection.get_members()
+        except sushy.exceptions.SushyError:
+            continue
+        for device in members:
+            if any(str(t).upper().split(".")[-1] in CD_MEDIA_TYPES or str(getattr(t, "value", t)) in CD_MEDIA_TYPES
+                   for t in device.media_types or ()):
+                return device
+    raise DriverError("The BMC offers no virtual CD drive (VirtualMedia with media type CD or DVD)")
+
+
+class RedfishVirtualMediaBoot(BaseInterface):
+    interface_type = "boot"
+    name = "redfish-virtual-media"
+    capabilities = ("ramdisk_boot",)
+
+    def validate(self, task: Any) -> None:
+        _driver_info(task)
+        boot_mode(task.node, self.conf)
+
+    def prepare_instance(self, task: Any) -> None:
+        """Put the instance's ISO into the virtual CD drive and boot from it at the next power-on."""
+        iso_url = self._instance_iso_url(task)
+        system = get_system(task, self.conf)
+        try:
+            self.boot_from_cd(task, system, iso_url, persistent=True)
+        except Exception:
+            self._eject(system)
+            self._unpublish(task)
+            raise
+
+    def boot_from_cd(self, task: Any, system: Any, iso_url: str, *, persistent: bool = False) -> None:
+        """Insert ``iso_url`` (after ejecting what was inserted) and set the CD as boot device."""
+        mode = boot_mode(task.node, self.conf)
+        drive = _cd_drive(system)
+        if drive.inserted or drive.image:
+            _sushy_call("virtual media eject", drive.eject_media)
+        _sushy_call("virtual media insertion", drive.insert_media, iso_url, inserted=True, write_protected=True)
+        enabled = (sushy.BootSourceOverrideEnabled.CONTINUOUS if persistent
+                   else sushy.BootSourceOverrideEnabled.ONCE)
+        _sushy_call("boot from virtual CD", system.set_system_boot_options, sushy.BootSource.CD,
+                    enabled=enabled, mode=BOOT_MODES[mode])
+        LOG.info("node %s boots %s from virtual CD (%s mode)", task.node["uuid"], iso_url, mode)
+
+    def clean_up_instance(self, task: Any) -> None:
+        """Eject the medium and withdraw the published image."""
+        self._eject(get_system(task, self.conf), strict=True)
+        self._unpublish(task)
+
+    # ------------------------------------------------------------ helpers
+
+    def _eject(self, system: Any, *, strict: bool = False) -> None:
+        try:
+            drive = _cd_drive(system)
+            if drive.inserted or drive.image:
+                _sushy_call("virtual media eject", drive.eject_media)
+        except DriverError as error:
+            if strict:
+                raise
+            LOG.warning("could not eject the virtual CD: %s", error)
+
+    def _unpublish(self, task: Any) -> None:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(published_path(self.conf, task.node))
+
+    def _instance_iso_url(self, task: Any) -> str:
+        """The URL the BMC fetches the instance's ISO from (downloaded, verified, built as needed)."""
+        info = task.node.get("instance_info") or {}
+        verify_tls = _verify_tls(task.node)
+        cache = images.ImageCache.from_conf(self.conf)
+        target = published_path(self.conf, task.node)
+        if info.get("boot_iso"):
+            url = images.check_url(info["boot_iso"], "boot_iso")
+            if self.conf.deploy.ramdisk_image_download_source == "http" and url.startswith(("http:", "https:")):
+                return url
+            checksum = images.expected_checksum(info, url, verify_tls=verify_tls)
+            images.publish(cache.fetch(url, checksum, verify_tls=verify_tls), target)
+            return published_url(task)
+        kernel = cache.fetch(images.check_url(info.get("kernel"), "kernel"), None, verify_tls=verify_tls)
+        ramdisk = cache.fetch(images.check_url(info.get("ramdisk"), "ramdisk"), None, verify_tls=verify_tls)
+        params = " ".join(p for p in (self.conf.redfish.kernel_append_params,
+                                      str(info.get("ramdisk_kernel_arguments") or "")) if p.strip())
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        iso.build_iso(self.conf, kernel, ramdisk, params, boot_mode(task.node, self.conf), target)
+        return published_url(task)
+
+
+def check_instance_info(node: Mapping[str, Any]) -> None:
+    """The instance_info a ramdisk deployment needs (no network access)."""
+    info = node.get("instance_info") or {}
+    if info.get("boot_iso"):
+        images.check_url(info["boot_iso"], "boot_iso")
+        if bool(info.get("image_os_hash_algo")) != bool(info.get("image_os_hash_value")):
+            raise InvalidParameterValue("instance_info needs both image_os_hash_algo and image_os_hash_value")
+        return
+    missing = [field for field in ("kernel", "ramdisk") if not info.get(field)]
+    if missing:
+        raise MissingParameterValue(
+            f"Node {node['uuid']} needs instance_info/boot_iso, or instance_info/kernel and "
+            f"instance_info/ramdisk, for a ramdisk deployment; missing: {', '.join(missing)}"
+        )
+    images.check_url(info["kernel"], "kernel")
+    images.check_url(info["ramdisk"], "ramdisk")
+    arguments = info.get("ramdisk_kernel_arguments")
+    if arguments is not None and not isinstance(arguments, str):
+        raise InvalidParameterValue("instance_info/ramdisk_kernel_arguments must be a string")
+
+
+class RamdiskDeploy(BaseInterface):
+    interface_type = "deploy"
+    name = "ramdisk"
+
+    def validate(self, task: Any) -> None:
+        boot = task.driver.boot
+        if "ramdisk_boot" not in getattr(boot, "capabilities", ()):
+            raise InvalidParameterValue(
+                f"The {boot.name} boot interface cannot boot a ramdisk: use redfish-virtual-media"
+            )
+        boot.validate(task)
+        check_instance_info(task.node)
+
+    @deploy_step(priority=100)
+    def deploy(self, task: Any) -> None:
+        power = task.driver.power
+        self._power(task, states.POWER_OFF)
+        task.driver.boot.prepare_instance(task)
+        try:
+            power.set_power_state(task, states.POWER_ON)
+        except Exception:
+            with contextlib.suppress(Exception):
+                task.driver.boot.clean_up_instance(task)
+            raise
+        task.update(power_state=states.POWER_ON)
+
+    def tear_down(self, task: Any) -> None:
+        self._power(task, states.POWER_OFF)
+        task.driver.boot.clean_up_instance(task)
+
+    def _power(self, task: Any, target: str) -> None:
+        power = task.driver.power
+        if power.get_power_state(task) != target:
+            power.set_power_state(task, target)
+        task.update(power_state=target)
