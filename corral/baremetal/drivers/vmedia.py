@@ -119,15 +119,19 @@ class RedfishVirtualMediaBoot(BaseInterface):
         _driver_info(task)
         boot_mode(task.node, self.conf)
 
-    def prepare_instance(self, task: Any) -> None:
-        """Put the instance's ISO into the virtual CD drive and boot from it at the next power-on."""
-        iso_url = self._instance_iso_url(task)
+    def prepare_instance(self, task: Any, iso_url: str | None = None) -> None:
+        """Put the instance's ISO into the virtual CD drive and boot from it at the next power-on.
+
+        ``iso_url`` is what :meth:`prepare_instance_image` returned, when the caller prepared the image first.
+        """
+        if iso_url is None:
+            iso_url = self.prepare_instance_image(task)
         system = get_system(task, self.conf)
         try:
             self.boot_from_cd(task, system, iso_url, persistent=True)
         except Exception:
             self._eject(system)
-            self._unpublish(task)
+            self.unpublish(task)
             raise
 
     def boot_from_cd(self, task: Any, system: Any, iso_url: str, *, persistent: bool = False) -> None:
@@ -146,7 +150,7 @@ class RedfishVirtualMediaBoot(BaseInterface):
     def clean_up_instance(self, task: Any) -> None:
         """Eject the medium and withdraw the published image."""
         self._eject(get_system(task, self.conf), strict=True)
-        self._unpublish(task)
+        self.unpublish(task)
 
     # ------------------------------------------------------------ helpers
 
@@ -160,11 +164,12 @@ class RedfishVirtualMediaBoot(BaseInterface):
                 raise
             LOG.warning("could not eject the virtual CD: %s", error)
 
-    def _unpublish(self, task: Any) -> None:
+    def unpublish(self, task: Any) -> None:
+        """Withdraw the image published for the node."""
         with contextlib.suppress(FileNotFoundError):
             os.unlink(published_path(self.conf, task.node))
 
-    def _instance_iso_url(self, task: Any) -> str:
+    def prepare_instance_image(self, task: Any) -> str:
         """The URL the BMC fetches the instance's ISO from (downloaded, verified, built as needed)."""
         info = task.node.get("instance_info") or {}
         verify_tls = _verify_tls(task.node)
@@ -223,8 +228,15 @@ class RamdiskDeploy(BaseInterface):
     @deploy_step(priority=100)
     def deploy(self, task: Any) -> None:
         power = task.driver.power
-        self._power(task, states.POWER_OFF)
-        task.driver.boot.prepare_instance(task)
+        boot = task.driver.boot
+        # Download, verify or build the image before touching the machine: a bad image leaves it as it was.
+        iso_url = boot.prepare_instance_image(task)
+        try:
+            self._power(task, states.POWER_OFF)
+        except Exception:
+            boot.unpublish(task)
+            raise
+        boot.prepare_instance(task, iso_url)
         try:
             power.set_power_state(task, states.POWER_ON)
         except Exception:
