@@ -143,9 +143,27 @@ class RedfishVirtualMediaBoot(BaseInterface):
         _sushy_call("virtual media insertion", drive.insert_media, iso_url, inserted=True, write_protected=True)
         enabled = (sushy.BootSourceOverrideEnabled.CONTINUOUS if persistent
                    else sushy.BootSourceOverrideEnabled.ONCE)
-        _sushy_call("boot from virtual CD", system.set_system_boot_options, sushy.BootSource.CD,
-                    enabled=enabled, mode=BOOT_MODES[mode])
+        self._sync_boot_mode(task, system, mode)
+        _sushy_call("boot from virtual CD", system.set_system_boot_options, sushy.BootSource.CD, enabled=enabled)
         LOG.info("node %s boots %s from virtual CD (%s mode)", task.node["uuid"], iso_url, mode)
+
+    def _sync_boot_mode(self, task: Any, system: Any, mode: str) -> None:
+        """Switch the system to ``mode`` unless it is already in it.
+
+        A BMC that does not report its mode may also be unable to change it
+        (sushy-tools' BIOS machines): then the machine boots in its own mode.
+        """
+        current = system.boot.mode
+        if current == BOOT_MODES[mode]:
+            return
+        try:
+            _sushy_call("set boot mode", system.set_system_boot_options, mode=BOOT_MODES[mode])
+        except DriverError as error:
+            if current is not None:
+                raise
+            LOG.warning("node %s: the BMC reports no boot mode and did not accept %s (%s); booting in the "
+                        "system's own mode", task.node["uuid"], mode, error)
+        _sushy_call("read boot settings", system.refresh)
 
     def clean_up_instance(self, task: Any) -> None:
         """Eject the medium and withdraw the published image."""
