@@ -1,10 +1,11 @@
 """End to end: QEMU machines behind sushy-tools' Redfish emulator, deployed with virtual media.
 
-Two virtual machines (libvirt, QEMU's TCG emulator, BIOS) are enrolled as
-``redfish`` nodes with ``redfish-virtual-media`` + ``ramdisk`` and deployed
-at the same time: one from an ISO image this test builds (Corral only
-verifies and publishes it), one from a kernel and a ramdisk that Corral
-makes into an ISO with the node's ``ramdisk_kernel_arguments``.  The
+Three virtual machines (libvirt, QEMU's TCG emulator; two BIOS, one UEFI)
+are enrolled as ``redfish`` nodes with ``redfish-virtual-media`` +
+``ramdisk`` and deployed at the same time: one from an ISO image this test
+builds (Corral only verifies and publishes it), two from a kernel and a
+ramdisk that Corral makes into an ISO (isolinux for BIOS, GRUB for UEFI)
+with the node's ``ramdisk_kernel_arguments``.  The
 ramdisk's own init proves each boot: it calls this test back over the
 guest's network with the machine's SMBIOS UUID and its kernel command line,
 and writes a line on the serial console.
@@ -36,7 +37,7 @@ from tests.baremetal.vmedia_support import Emulator, ImageServer, require
 pytestmark = pytest.mark.backends("first")
 
 LAB_DIR = os.environ.get("CORRAL_LAB_DIR", "/var/tmp/corral-baremetal-lab")
-# Each guest boot takes about 10 s on TCG; two at once on two cores, with room to spare.
+# Each guest boot takes 10 to 15 s on TCG; three at once on two cores, with room to spare.
 BOOT_TIMEOUT = 240
 
 
@@ -62,7 +63,7 @@ def read_lab() -> dict[str, str]:
 class Machines:
     """Libvirt domains named corral-lab-*, removed with the volumes sushy-tools uploaded for them."""
 
-    def __init__(self, lab: dict[str, str], count: int) -> None:
+    def __init__(self, lab: dict[str, str], firmwares: list[str]) -> None:
         self.uri = lab["CORRAL_LAB_LIBVIRT_URI"]
         self.pool = lab["CORRAL_LAB_POOL"]
         self.vm_dir = lab["CORRAL_LAB_VM_DIR"]
@@ -70,8 +71,8 @@ class Machines:
         prefix = f"corral-lab-{uuid.uuid4().hex[:8]}"
         self.machines: list[dict[str, str]] = []
         try:
-            for index in range(count):
-                machine = {"name": f"{prefix}-{index}", "uuid": str(uuid.uuid4()),
+            for index, firmware in enumerate(firmwares):
+                machine = {"name": f"{prefix}-{index}", "uuid": str(uuid.uuid4()), "firmware": firmware,
                            "serial": os.path.join(self.vm_dir, f"{prefix}-{index}.serial.log")}
                 self._define(machine)
                 self.machines.append(machine)
@@ -91,15 +92,24 @@ class Machines:
     def _define(self, machine: dict[str, str]) -> None:
         # TCG (type 'qemu'): this machine has no usable hardware virtualisation.  An empty CD drive is
         # needed before the BMC can insert media; the serial console goes to a file the test reads.
+        if machine["firmware"] == "uefi":
+            # OVMF chosen by libvirt, secure boot off; GRUB under OVMF needs more than 256 MiB.
+            memory, bus, cd = 512, "sata", "sdb"
+            os_xml = ("<os firmware='efi'><type arch='x86_64' machine='q35'>hvm</type><firmware>"
+                      "<feature enabled='no' name='secure-boot'/><feature enabled='no' name='enrolled-keys'/>"
+                      "</firmware><boot dev='hd'/></os>")
+        else:
+            memory, bus, cd = 256, "ide", "hdc"
+            os_xml = "<os><type arch='x86_64' machine='pc'>hvm</type><boot dev='hd'/></os>"
         xml = f"""<domain type='qemu'>
   <name>{machine['name']}</name><uuid>{machine['uuid']}</uuid>
-  <memory unit='MiB'>256</memory><vcpu>1</vcpu>
-  <os><type arch='x86_64' machine='pc'>hvm</type><boot dev='hd'/></os>
+  <memory unit='MiB'>{memory}</memory><vcpu>1</vcpu>
+  {os_xml}
   <features><acpi/><apic/></features>
   <on_poweroff>destroy</on_poweroff><on_reboot>restart</on_reboot><on_crash>destroy</on_crash>
   <devices>
     <emulator>/usr/bin/qemu-system-x86_64</emulator>
-    <disk type='file' device='cdrom'><driver name='qemu' type='raw'/><target dev='hdc' bus='ide'/><readonly/></disk>
+    <disk type='file' device='cdrom'><driver name='qemu' type='raw'/><target dev='{cd}' bus='{bus}'/><readonly/></disk>
     <interface type='user'><model type='e1000'/></interface>
     <serial type='file'><source path='{machine['serial']}' append='on'/><target port='0'/></serial>
     <console type='file'><source path='{machine['serial']}' append='on'/><target type='serial' port='0'/></console>
@@ -125,8 +135,9 @@ class Machines:
         for machine in self.machines:
             subprocess.run(["virsh", "-q", "-c", self.uri, "destroy", machine["name"]], capture_output=True,
                            check=False)
-            subprocess.run(["virsh", "-q", "-c", self.uri, "undefine", machine["name"]], capture_output=True,
-                           check=False)
+            # (UEFI machines refuse a plain undefine)
+            subprocess.run(["virsh", "-q", "-c", self.uri, "undefine", "--nvram", machine["name"]],
+                           capture_output=True, check=False)
             for suffix in (".xml", ".serial.log"):
                 path = os.path.join(self.vm_dir, machine["name"] + suffix)
                 if os.path.exists(path):
@@ -160,7 +171,7 @@ class Callbacks:
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     settings = read_lab()
-    machines = Machines(settings, 2)
+    machines = Machines(settings, ["bios", "bios", "uefi"])
     callbacks = Callbacks()
     images = ImageServer()
     emulator = None
@@ -205,65 +216,75 @@ def test_qemu_machines_boot_an_iso_and_a_kernel_with_ramdisk_from_virtual_media(
     client = baremetal.client()
     settings, machines, callbacks, images, emulator = (
         lab["settings"], lab["machines"], lab["callbacks"], lab["images"], lab["emulator"])
-    iso_machine, kernel_machine = machines.machines
     marker = uuid.uuid4().hex
 
     iso = build_test_iso(settings, lab["tmp"], f"console=ttyS0 corral_callback={callbacks.url_for_guest('iso')}")
     with open(settings["CORRAL_LAB_KERNEL"], "rb") as kernel, open(settings["CORRAL_LAB_RAMDISK"], "rb") as ramdisk:
         kernel_url = images.add("/vmlinuz", kernel.read())
         ramdisk_url = images.add("/initrd.gz", ramdisk.read())
-    instance_infos = {
-        "iso": {"boot_iso": images.add("/live.iso", iso), "image_os_hash_algo": "sha256",
-                "image_os_hash_value": hashlib.sha256(iso).hexdigest()},
-        "kernel": {"kernel": kernel_url, "ramdisk": ramdisk_url,
-                   "ramdisk_kernel_arguments": f"console=ttyS0 corral_marker={marker} "
-                                               f"corral_callback={callbacks.url_for_guest('kernel')}"},
+
+    def kernel_and_ramdisk(label: str) -> dict[str, str]:
+        return {"kernel": kernel_url, "ramdisk": ramdisk_url,
+                "ramdisk_kernel_arguments": f"console=ttyS0 corral_marker={marker} "
+                                            f"corral_callback={callbacks.url_for_guest(label)}"}
+
+    # node name -> (machine, boot mode, instance_info)
+    nodes = {
+        # An ISO Corral did not build: verified, cached and published as it is.
+        "iso": (machines.machines[0], "bios", {
+            "boot_iso": images.add("/live.iso", iso), "image_os_hash_algo": "sha256",
+            "image_os_hash_value": hashlib.sha256(iso).hexdigest()}),
+        # A kernel and a ramdisk: Corral builds an isolinux ISO (BIOS) and a GRUB one (UEFI).
+        "kernel": (machines.machines[1], "bios", kernel_and_ramdisk("kernel")),
+        "kernel-uefi": (machines.machines[2], "uefi", kernel_and_ramdisk("kernel-uefi")),
     }
-    for name, machine in (("iso", iso_machine), ("kernel", kernel_machine)):
+    for name, (machine, mode, instance_info) in nodes.items():
         response = client.post("/v1/nodes", json={
             "driver": "redfish", "name": name,
             "boot_interface": "redfish-virtual-media", "deploy_interface": "ramdisk",
-            "driver_info": {"redfish_address": emulator.url, "redfish_system_id": f"/redfish/v1/Systems/{machine['uuid']}"},
-            "properties": {"capabilities": "boot_mode:bios"},
-            "instance_info": instance_infos[name],
+            "driver_info": {"redfish_address": emulator.url,
+                            "redfish_system_id": f"/redfish/v1/Systems/{machine['uuid']}"},
+            "properties": {"capabilities": f"boot_mode:{mode}"},
+            "instance_info": instance_info,
         })
         assert response.status_code == 201, response.text
         assert provision(client, name, "manage").status_code == 202
-    for name in ("iso", "kernel"):
+    for name in nodes:
         assert wait_for_state(client, name, "manageable")["power_state"] == "power off"
         assert provision(client, name, "provide").status_code == 202
-    for name in ("iso", "kernel"):
+    for name in nodes:
         wait_for_state(client, name, "available")
         assert provision(client, name, "active").status_code == 202
-    for name in ("iso", "kernel"):
+    for name in nodes:
         node = wait_for_state(client, name, "active", timeout=120)
         assert (node["last_error"], node["power_state"]) == (None, "power on")
 
     # Each ramdisk's own init reports from inside its machine.
     def reported() -> bool:
-        return {"iso", "kernel"} <= set(callbacks.received)
+        return set(nodes) <= set(callbacks.received)
 
     try:
         wait_for(reported, timeout=BOOT_TIMEOUT, interval=0.5)
     except AssertionError:
         logs = {m["name"]: machines.serial(m)[-1500:] for m in machines.machines}
-        raise AssertionError(f"no boot report from {set(instance_infos) - set(callbacks.received)}: "
+        raise AssertionError(f"no boot report from {set(nodes) - set(callbacks.received)}: "
                              f"serial consoles {logs}; emulator log {emulator.log()[-1500:]}") from None
-    assert callbacks.received["iso"]["uuid"].lower() == iso_machine["uuid"]
-    assert callbacks.received["kernel"]["uuid"].lower() == kernel_machine["uuid"]
-    # Corral's ISO carries [redfish] kernel_append_params and the node's ramdisk_kernel_arguments.
-    # (isolinux adds BOOT_IMAGE= before them and initrd= after them)
-    assert " ".join(["nofb", "vga=normal", "console=ttyS0", f"corral_marker={marker}",
-                     f"corral_callback={callbacks.url_for_guest('kernel')}"]) in callbacks.received["kernel"]["cmdline"]
-    assert "CORRAL-LAB-PAYLOAD booted" in machines.serial(iso_machine)
-    assert f"corral_marker={marker}" in machines.serial(kernel_machine)
-    for machine in machines.machines:
+    for name, (machine, _, _) in nodes.items():
+        assert callbacks.received[name]["uuid"].lower() == machine["uuid"], name
+        assert "CORRAL-LAB-PAYLOAD booted" in machines.serial(machine)
         assert machines.state(machine) == "running"
         assert emulator.cd(machine["uuid"])["Inserted"] is True
+    # Corral's ISOs carry [redfish] kernel_append_params and the node's ramdisk_kernel_arguments
+    # (isolinux adds BOOT_IMAGE= before them and initrd= after them).
+    for name in ("kernel", "kernel-uefi"):
+        expected = ["nofb", "vga=normal", "console=ttyS0", f"corral_marker={marker}",
+                    f"corral_callback={callbacks.url_for_guest(name)}"]
+        assert " ".join(expected) in callbacks.received[name]["cmdline"], name
+    assert emulator.system(machines.machines[2]["uuid"])["Boot"]["BootSourceOverrideMode"] == "UEFI"
 
-    for name in ("iso", "kernel"):
+    for name in nodes:
         assert provision(client, name, "deleted").status_code == 202
-    for name in ("iso", "kernel"):
+    for name in nodes:
         node = wait_for_state(client, name, "available", timeout=120)
         assert (node["last_error"], node["power_state"]) == (None, "power off")
     for machine in machines.machines:

@@ -35,7 +35,7 @@ def build_iso(conf: Any, kernel: str, ramdisk: str, kernel_params: str, boot_mod
         tree = os.path.join(work, "tree")
         if boot_mode == "uefi":
             _grub_tree(tree, kernel, ramdisk, kernel_params)
-            command = ["grub-mkrescue", "-o", output + ".part", tree, "--", "-volid", VOLUME_ID]
+            command = ["grub-mkrescue", "-o", output + ".part", tree]
         else:
             _isolinux_tree(conf, tree, kernel, ramdisk, kernel_params)
             command = [
