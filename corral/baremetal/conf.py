@@ -33,6 +33,11 @@ DEFAULT_OPTS = [
         "supports among these.",
     ),
     cfg.StrOpt(
+        "webserver_verify_ca",
+        default="True",
+        help="TLS verification of image downloads over https: True, False, or the path of a CA bundle.",
+    ),
+    cfg.StrOpt(
         "isolinux_bin",
         default="/usr/lib/ISOLINUX/isolinux.bin",
         help="isolinux.bin used to make BIOS-bootable ISO images from a kernel and a ramdisk.",

@@ -215,3 +215,21 @@ def test_interfaces_are_listed_and_disabled_ones_refused(baremetal, bmc) -> None
     assert response.status_code == 400
     assert "boot interface implementation 'redfish-virtual-media' is not supported by hardware type fake-hardware" \
         in faultstring(response)
+
+
+def test_download_source_http_hands_the_bmc_the_original_url(baremetal, bmc, images) -> None:
+    client = baremetal.client()
+    url = images.add("/direct.iso", ISO_BYTES)
+    node = enroll(client, bmc, boot_iso=url)
+    baremetal.conf.set_override("ramdisk_image_download_source", "http", group="deploy")
+    try:
+        provision(client, "vm1", "active")
+        wait_for_state(client, "vm1", "active", timeout=60)
+    finally:
+        baremetal.conf.clear_override("ramdisk_image_download_source", group="deploy")
+    cd = bmc.cd(SYSTEM_ID)
+    assert (cd["Image"], cd["Inserted"]) == (url, True)
+    assert not os.path.exists(published_file(baremetal, node))
+    provision(client, "vm1", "deleted")
+    wait_for_state(client, "vm1", "available", timeout=60)
+    assert not bmc.cd(SYSTEM_ID)["Inserted"]

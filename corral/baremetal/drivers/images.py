@@ -65,7 +65,9 @@ def check_url(url: Any, field: str) -> str:
     return url
 
 
-def expected_checksum(instance_info: Mapping[str, Any], image_url: str, *, verify_tls: bool = True) -> Checksum | None:
+def expected_checksum(
+    instance_info: Mapping[str, Any], image_url: str, *, verify_tls: bool | str = True
+) -> Checksum | None:
     """The checksum the image at ``image_url`` must have, from instance_info (None when none is given)."""
     algorithm = instance_info.get("image_os_hash_algo")
     value = instance_info.get("image_os_hash_value")
@@ -102,7 +104,7 @@ def _checksum(algorithm: str, value: str) -> Checksum:
     return Checksum(algorithm, value)
 
 
-def _checksum_from_file(checksum_url: str, image_url: str, verify_tls: bool) -> str:
+def _checksum_from_file(checksum_url: str, image_url: str, verify_tls: bool | str) -> str:
     """The digest a checksum file (``<digest>  <name>`` lines, or one digest) gives for the image."""
     try:
         text = read_small(checksum_url, verify_tls)
@@ -118,7 +120,7 @@ def _checksum_from_file(checksum_url: str, image_url: str, verify_tls: bool) -> 
     raise ImageChecksumError(f"The checksum file {checksum_url} has no checksum for {name}")
 
 
-def read_small(url: str, verify_tls: bool = True, limit: int = CHUNK) -> str:
+def read_small(url: str, verify_tls: bool | str = True, limit: int = CHUNK) -> str:
     """A small text document (a checksum file)."""
     with _open(url, 30, verify_tls) as chunks:
         data = b""
@@ -130,7 +132,7 @@ def read_small(url: str, verify_tls: bool = True, limit: int = CHUNK) -> str:
 
 
 @contextlib.contextmanager
-def _open(url: str, timeout: float, verify_tls: bool) -> Iterator[Iterator[bytes]]:
+def _open(url: str, timeout: float, verify_tls: bool | str) -> Iterator[Iterator[bytes]]:
     """The body of ``url`` as chunks; ImageDownloadFailed when it cannot be read."""
     parsed = urllib.parse.urlparse(url)
     if parsed.scheme == "file":
@@ -173,7 +175,7 @@ class ImageCache:
         return cls(deploy.iso_master_path, deploy.iso_cache_size * 1024 * 1024, deploy.iso_cache_ttl * 60,
                    deploy.image_download_timeout)
 
-    def fetch(self, url: str, checksum: Checksum | None, *, verify_tls: bool = True) -> str:
+    def fetch(self, url: str, checksum: Checksum | None, *, verify_tls: bool | str = True) -> str:
         """The path of a verified local copy of ``url`` (downloaded unless cached)."""
         os.makedirs(self.directory, exist_ok=True)
         key = hashlib.sha256(f"{url}\n{checksum.algorithm + ':' + checksum.value if checksum else ''}".encode())
@@ -202,7 +204,7 @@ class ImageCache:
             finally:
                 fcntl.flock(handle, fcntl.LOCK_UN)
 
-    def _download(self, url: str, path: str, checksum: Checksum | None, verify_tls: bool) -> None:
+    def _download(self, url: str, path: str, checksum: Checksum | None, verify_tls: bool | str) -> None:
         digest = hashlib.new(checksum.algorithm) if checksum else None
         handle, partial = tempfile.mkstemp(dir=self.directory, suffix=".part")
         size = 0

@@ -83,12 +83,14 @@ def published_url(task: Any) -> str:
     return f"{base.rstrip('/')}/{PUBLISH_DIR}/boot-{task.node['uuid']}.iso"
 
 
-def _verify_tls(node: Mapping[str, Any]) -> bool:
-    verify = (node.get("driver_info") or {}).get("redfish_verify_ca", True)
-    # A CA bundle path, or a boolean as JSON or as text.
-    if isinstance(verify, str):
-        return verify.lower() not in ("false", "no", "0")
-    return bool(verify)
+def webserver_verify(conf: Any) -> bool | str:
+    """``[DEFAULT] webserver_verify_ca`` as requests takes it: a boolean or a CA bundle path."""
+    value = str(conf.webserver_verify_ca).strip()
+    if value.lower() in ("true", "yes", "1", "on"):
+        return True
+    if value.lower() in ("false", "no", "0", "off"):
+        return False
+    return value
 
 
 def _cd_drive(system: Any) -> Any:
@@ -175,6 +177,8 @@ class RedfishVirtualMediaBoot(BaseInterface):
     def _eject(self, system: Any, *, strict: bool = False) -> None:
         try:
             drive = _cd_drive(system)
+            # What a failed insertion left behind, not what was read before it.
+            _sushy_call("read virtual media", drive.refresh)
             if drive.inserted or drive.image:
                 _sushy_call("virtual media eject", drive.eject_media)
         except DriverError as error:
@@ -190,7 +194,7 @@ class RedfishVirtualMediaBoot(BaseInterface):
     def prepare_instance_image(self, task: Any) -> str:
         """The URL the BMC fetches the instance's ISO from (downloaded, verified, built as needed)."""
         info = task.node.get("instance_info") or {}
-        verify_tls = _verify_tls(task.node)
+        verify_tls = webserver_verify(self.conf)
         cache = images.ImageCache.from_conf(self.conf)
         target = published_path(self.conf, task.node)
         if info.get("boot_iso"):
