@@ -34,11 +34,12 @@ from tests.baremetal.support import wait_for, wait_for_state
 from tests.baremetal.test_provisioning import provision
 from tests.baremetal.vmedia_support import Emulator, ImageServer, require
 
-pytestmark = pytest.mark.backends("first")
+# Emulated machines are slow when the host is busy: generous limits (a passing run takes 1 to 2 minutes).
+pytestmark = [pytest.mark.backends("first"), pytest.mark.timeout(900)]
 
 LAB_DIR = os.environ.get("CORRAL_LAB_DIR", "/var/tmp/corral-baremetal-lab")
-# Each guest boot takes 10 to 15 s on TCG; three at once on two cores, with room to spare.
-BOOT_TIMEOUT = 240
+# Each guest boot takes 10 to 15 s on TCG when the host is idle; three at once on two cores, with room to spare.
+BOOT_TIMEOUT = 480
 
 
 def read_lab() -> dict[str, str]:
