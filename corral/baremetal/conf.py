@@ -118,6 +118,11 @@ CONDUCTOR_OPTS = [
         help="Times to retry taking a node lock held by another task before answering 409.",
     ),
     cfg.FloatOpt("node_locked_retry_interval", default=0.2, min=0, help="Seconds between node lock retries."),
+    cfg.ListOpt(
+        "file_url_allowed_paths",
+        default=["/var/lib/ironic", "/shared/html", "/templates", "/opt/cache/files", "/vagrant"],
+        help="Directories file:// image URLs may point into; any other local file is refused.",
+    ),
 ]
 
 JSON_RPC_OPTS = [

@@ -189,6 +189,9 @@ def test_bad_instance_info_is_refused_with_400(baremetal, bmc, images) -> None:
     for patch, message in (
         ([{"op": "add", "path": "/instance_info/boot_iso", "value": "ftp://example.com/x.iso"}],
          "is not supported: use an http://, https:// or file:// URL"),
+        # The conductor would publish any file it can read.
+        ([{"op": "add", "path": "/instance_info/boot_iso", "value": "file:///etc/passwd"}],
+         "Security: the path of file:///etc/passwd is not under [conductor] file_url_allowed_paths"),
         ([{"op": "add", "path": "/instance_info/boot_iso", "value": "http://example.com/x.iso"},
           {"op": "add", "path": "/instance_info/image_os_hash_algo", "value": "sha256"}],
          "needs both image_os_hash_algo and image_os_hash_value"),

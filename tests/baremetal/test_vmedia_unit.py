@@ -43,14 +43,29 @@ def test_checksum_file_lists_the_image_by_name(tmp_path) -> None:
     digest = hashlib.sha256(b"iso").hexdigest()
     sums = tmp_path / "SHA256SUMS"
     sums.write_text(f"{'0' * 64}  other.iso\n{digest} *live.iso\n")
-    assert images.expected_checksum({"image_checksum": sums.as_uri()}, "http://x/live.iso") == \
+    info = {"image_checksum": sums.as_uri()}
+    allowed = [str(tmp_path)]
+    assert images.expected_checksum(info, "http://x/live.iso", file_paths=allowed) == \
         images.Checksum("sha256", digest)
     with pytest.raises(images.ImageChecksumError, match="has no checksum for missing.iso"):
-        images.expected_checksum({"image_checksum": sums.as_uri()}, "http://x/missing.iso")
+        images.expected_checksum(info, "http://x/missing.iso", file_paths=allowed)
+    with pytest.raises(InvalidParameterValue, match="not under \\[conductor\\] file_url_allowed_paths"):
+        images.expected_checksum(info, "http://x/live.iso", file_paths=[str(tmp_path / "elsewhere")])
+
+
+def test_file_urls_only_under_the_allowed_paths(tmp_path) -> None:
+    (tmp_path / "images").mkdir()
+    allowed = [str(tmp_path / "images")]
+    assert images.check_url((tmp_path / "images" / "a.iso").as_uri(), "boot_iso", allowed)
+    for url in ("file:///etc/shadow", (tmp_path / "images").as_uri() + "/../secret.iso"):
+        with pytest.raises(InvalidParameterValue, match="Security: the path of"):
+            images.check_url(url, "boot_iso", allowed)
+    with pytest.raises(InvalidParameterValue, match="Security: the path of"):
+        images.ImageCache(str(tmp_path / "cache"), 100, 60, 10, allowed).fetch("file:///etc/hostname", None)
 
 
 def _cache(tmp_path, max_bytes=100, ttl=3600.0) -> images.ImageCache:
-    return images.ImageCache(str(tmp_path / "cache"), max_bytes, ttl, 10)
+    return images.ImageCache(str(tmp_path / "cache"), max_bytes, ttl, 10, [str(tmp_path)])
 
 
 def _source(tmp_path, name, size) -> str:

@@ -24,7 +24,7 @@ import re
 import tempfile
 import time
 import urllib.parse
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -53,8 +53,13 @@ class Checksum:
     value: str
 
 
-def check_url(url: Any, field: str) -> str:
-    """``url`` as a usable image URL (InvalidParameterValue names ``field`` otherwise)."""
+def check_url(url: Any, field: str, file_paths: Sequence[str]) -> str:
+    """``url`` as a usable image URL (InvalidParameterValue names ``field`` otherwise).
+
+    ``file://`` URLs must name a file under one of ``file_paths``
+    (``[conductor] file_url_allowed_paths``): the conductor would otherwise
+    publish any file it can read.
+    """
     if not isinstance(url, str) or not url:
         raise InvalidParameterValue(f"instance_info/{field} must be a URL")
     scheme = urllib.parse.urlparse(url).scheme
@@ -62,11 +67,26 @@ def check_url(url: Any, field: str) -> str:
         raise InvalidParameterValue(
             f"instance_info/{field} {url!r} is not supported: use an http://, https:// or file:// URL"
         )
+    if scheme == "file":
+        _allowed_file(url, file_paths)
     return url
 
 
+def _allowed_file(url: str, file_paths: Sequence[str]) -> str:
+    path = os.path.realpath(urllib.parse.unquote(urllib.parse.urlparse(url).path))
+    for allowed in file_paths:
+        root = os.path.realpath(allowed)
+        if os.path.commonpath([root, path]) == root:
+            return path
+    raise InvalidParameterValue(
+        f"Security: the path of {url} is not under [conductor] file_url_allowed_paths, so it is not allowed "
+        "as an image source"
+    )
+
+
 def expected_checksum(
-    instance_info: Mapping[str, Any], image_url: str, *, verify_tls: bool | str = True
+    instance_info: Mapping[str, Any], image_url: str, *, verify_tls: bool | str = True,
+    file_paths: Sequence[str] = (),
 ) -> Checksum | None:
     """The checksum the image at ``image_url`` must have, from instance_info (None when none is given)."""
     algorithm = instance_info.get("image_os_hash_algo")
@@ -80,7 +100,7 @@ def expected_checksum(
         return None
     legacy = str(legacy).strip()
     if urllib.parse.urlparse(legacy).scheme in ("http", "https", "file"):
-        legacy = _checksum_from_file(legacy, image_url, verify_tls)
+        legacy = _checksum_from_file(legacy, image_url, verify_tls, file_paths)
     if ":" in legacy:
         algorithm, value = legacy.split(":", 1)
         return _checksum(algorithm, value)
@@ -104,10 +124,10 @@ def _checksum(algorithm: str, value: str) -> Checksum:
     return Checksum(algorithm, value)
 
 
-def _checksum_from_file(checksum_url: str, image_url: str, verify_tls: bool | str) -> str:
+def _checksum_from_file(checksum_url: str, image_url: str, verify_tls: bool | str, file_paths: Sequence[str]) -> str:
     """The digest a checksum file (``<digest>  <name>`` lines, or one digest) gives for the image."""
     try:
-        text = read_small(checksum_url, verify_tls)
+        text = read_small(checksum_url, verify_tls, file_paths)
     except ImageDownloadFailed as error:
         raise ImageDownloadFailed(f"Failed to download the image checksum file {checksum_url}: {error}") from None
     name = os.path.basename(urllib.parse.urlparse(image_url).path)
@@ -120,9 +140,9 @@ def _checksum_from_file(checksum_url: str, image_url: str, verify_tls: bool | st
     raise ImageChecksumError(f"The checksum file {checksum_url} has no checksum for {name}")
 
 
-def read_small(url: str, verify_tls: bool | str = True, limit: int = CHUNK) -> str:
+def read_small(url: str, verify_tls: bool | str, file_paths: Sequence[str], limit: int = CHUNK) -> str:
     """A small text document (a checksum file)."""
-    with _open(url, 30, verify_tls) as chunks:
+    with _open(url, 30, verify_tls, file_paths) as chunks:
         data = b""
         for chunk in chunks:
             data += chunk
@@ -132,12 +152,12 @@ def read_small(url: str, verify_tls: bool | str = True, limit: int = CHUNK) -> s
 
 
 @contextlib.contextmanager
-def _open(url: str, timeout: float, verify_tls: bool | str) -> Iterator[Iterator[bytes]]:
+def _open(url: str, timeout: float, verify_tls: bool | str, file_paths: Sequence[str]) -> Iterator[Iterator[bytes]]:
     """The body of ``url`` as chunks; ImageDownloadFailed when it cannot be read."""
     parsed = urllib.parse.urlparse(url)
     if parsed.scheme == "file":
         try:
-            handle = open(urllib.parse.unquote(parsed.path), "rb")
+            handle = open(_allowed_file(url, file_paths), "rb")
         except OSError as error:
             raise ImageDownloadFailed(f"{url}: {error.strerror}") from None
         with handle:
@@ -163,8 +183,10 @@ def _open(url: str, timeout: float, verify_tls: bool | str) -> Iterator[Iterator
 class ImageCache:
     """Verified images under ``directory``, at most ``max_bytes`` together."""
 
-    def __init__(self, directory: str, max_bytes: int, ttl_seconds: float, timeout: float) -> None:
+    def __init__(self, directory: str, max_bytes: int, ttl_seconds: float, timeout: float,
+                 file_paths: Sequence[str] = ()) -> None:
         self.directory = directory
+        self.file_paths = list(file_paths)
         self.max_bytes = max_bytes
         self.ttl_seconds = ttl_seconds
         self.timeout = timeout
@@ -173,7 +195,7 @@ class ImageCache:
     def from_conf(cls, conf: Any) -> ImageCache:
         deploy = conf.deploy
         return cls(deploy.iso_master_path, deploy.iso_cache_size * 1024 * 1024, deploy.iso_cache_ttl * 60,
-                   deploy.image_download_timeout)
+                   deploy.image_download_timeout, conf.conductor.file_url_allowed_paths)
 
     def fetch(self, url: str, checksum: Checksum | None, *, verify_tls: bool | str = True) -> str:
         """The path of a verified local copy of ``url`` (downloaded unless cached)."""
@@ -209,7 +231,7 @@ class ImageCache:
         handle, partial = tempfile.mkstemp(dir=self.directory, suffix=".part")
         size = 0
         try:
-            with os.fdopen(handle, "wb") as out, _open(url, self.timeout, verify_tls) as chunks:
+            with os.fdopen(handle, "wb") as out, _open(url, self.timeout, verify_tls, self.file_paths) as chunks:
                 for chunk in chunks:
                     out.write(chunk)
                     size += len(chunk)
@@ -249,6 +271,8 @@ class ImageCache:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(full)
                 total -= stat.st_size
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(full + ".lock")
                 LOG.info("image cache: removed %s", full)
         if total + incoming > self.max_bytes:
             LOG.warning("image cache %s holds %d bytes in use; the new image of %d bytes exceeds its %d byte "

@@ -23,7 +23,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import sushy
@@ -196,16 +196,18 @@ class RedfishVirtualMediaBoot(BaseInterface):
         info = task.node.get("instance_info") or {}
         verify_tls = webserver_verify(self.conf)
         cache = images.ImageCache.from_conf(self.conf)
+        file_paths = self.conf.conductor.file_url_allowed_paths
         target = published_path(self.conf, task.node)
         if info.get("boot_iso"):
-            url = images.check_url(info["boot_iso"], "boot_iso")
+            url = images.check_url(info["boot_iso"], "boot_iso", file_paths)
             if self.conf.deploy.ramdisk_image_download_source == "http" and url.startswith(("http:", "https:")):
                 return url
-            checksum = images.expected_checksum(info, url, verify_tls=verify_tls)
+            checksum = images.expected_checksum(info, url, verify_tls=verify_tls, file_paths=file_paths)
             images.publish(cache.fetch(url, checksum, verify_tls=verify_tls), target)
             return published_url(task)
-        kernel = cache.fetch(images.check_url(info.get("kernel"), "kernel"), None, verify_tls=verify_tls)
-        ramdisk = cache.fetch(images.check_url(info.get("ramdisk"), "ramdisk"), None, verify_tls=verify_tls)
+        kernel = cache.fetch(images.check_url(info.get("kernel"), "kernel", file_paths), None, verify_tls=verify_tls)
+        ramdisk = cache.fetch(images.check_url(info.get("ramdisk"), "ramdisk", file_paths), None,
+                              verify_tls=verify_tls)
         params = " ".join(p for p in (self.conf.redfish.kernel_append_params,
                                       str(info.get("ramdisk_kernel_arguments") or "")) if p.strip())
         os.makedirs(os.path.dirname(target), exist_ok=True)
@@ -213,11 +215,11 @@ class RedfishVirtualMediaBoot(BaseInterface):
         return published_url(task)
 
 
-def check_instance_info(node: Mapping[str, Any]) -> None:
+def check_instance_info(node: Mapping[str, Any], file_paths: Sequence[str]) -> None:
     """The instance_info a ramdisk deployment needs (no network access)."""
     info = node.get("instance_info") or {}
     if info.get("boot_iso"):
-        images.check_url(info["boot_iso"], "boot_iso")
+        images.check_url(info["boot_iso"], "boot_iso", file_paths)
         if bool(info.get("image_os_hash_algo")) != bool(info.get("image_os_hash_value")):
             raise InvalidParameterValue("instance_info needs both image_os_hash_algo and image_os_hash_value")
         return
@@ -227,8 +229,8 @@ def check_instance_info(node: Mapping[str, Any]) -> None:
             f"Node {node['uuid']} needs instance_info/boot_iso, or instance_info/kernel and "
             f"instance_info/ramdisk, for a ramdisk deployment; missing: {', '.join(missing)}"
         )
-    images.check_url(info["kernel"], "kernel")
-    images.check_url(info["ramdisk"], "ramdisk")
+    images.check_url(info["kernel"], "kernel", file_paths)
+    images.check_url(info["ramdisk"], "ramdisk", file_paths)
     arguments = info.get("ramdisk_kernel_arguments")
     if arguments is not None and not isinstance(arguments, str):
         raise InvalidParameterValue("instance_info/ramdisk_kernel_arguments must be a string")
@@ -245,7 +247,7 @@ class RamdiskDeploy(BaseInterface):
                 f"The {boot.name} boot interface cannot boot a ramdisk: use redfish-virtual-media"
             )
         boot.validate(task)
-        check_instance_info(task.node)
+        check_instance_info(task.node, self.conf.conductor.file_url_allowed_paths)
 
     @deploy_step(priority=100)
     def deploy(self, task: Any) -> None:
