@@ -20,6 +20,32 @@ DEFAULT_OPTS = [
         default=["fake-hardware", "redfish"],
         help="Hardware types conductors load and advertise.",
     ),
+    cfg.ListOpt(
+        "enabled_boot_interfaces",
+        default=["fake", "redfish-virtual-media"],
+        help="Boot interfaces nodes may use; a node without one gets the first its hardware type "
+        "supports among these.",
+    ),
+    cfg.ListOpt(
+        "enabled_deploy_interfaces",
+        default=["fake", "ramdisk"],
+        help="Deploy interfaces nodes may use; a node without one gets the first its hardware type "
+        "supports among these.",
+    ),
+    cfg.StrOpt(
+        "webserver_verify_ca",
+        default="True",
+        help="TLS verification of image downloads over https: True, False, or the path of a CA bundle.",
+    ),
+    cfg.StrOpt(
+        "isolinux_bin",
+        default="/usr/lib/ISOLINUX/isolinux.bin",
+        help="isolinux.bin used to make BIOS-bootable ISO images from a kernel and a ramdisk.",
+    ),
+    cfg.StrOpt(
+        "ldlinux_c32",
+        help="ldlinux.c32 for those images; searched in the usual syslinux locations when unset.",
+    ),
     cfg.StrOpt(
         "default_portgroup_mode",
         default="active-backup",
@@ -92,6 +118,11 @@ CONDUCTOR_OPTS = [
         help="Times to retry taking a node lock held by another task before answering 409.",
     ),
     cfg.FloatOpt("node_locked_retry_interval", default=0.2, min=0, help="Seconds between node lock retries."),
+    cfg.ListOpt(
+        "file_url_allowed_paths",
+        default=["/var/lib/ironic", "/shared/html", "/templates", "/opt/cache/files", "/vagrant"],
+        help="Directories file:// image URLs may point into; any other local file is refused.",
+    ),
 ]
 
 JSON_RPC_OPTS = [
@@ -145,6 +176,56 @@ REDFISH_OPTS = [
     cfg.IntOpt("connection_retry_interval", default=1, min=0, help="Seconds between attempts."),
     cfg.FloatOpt("power_poll_interval", default=1, min=0.05,
                  help="Seconds between power state reads while waiting for a power change."),
+    cfg.StrOpt("kernel_append_params", default="nofb vga=normal",
+               help="Kernel arguments of ISO images built from a kernel and a ramdisk, before the "
+               "node's own ramdisk_kernel_arguments."),
+]
+
+
+DEPLOY_OPTS = [
+    cfg.StrOpt(
+        "http_url",
+        help="URL at which BMCs fetch the files under http_root (for example http://192.0.2.1:8088). "
+        "When unset, the conductor's own file server's address is used.",
+    ),
+    cfg.StrOpt(
+        "http_root",
+        default="$state_path/httpboot",
+        help="Directory the conductor publishes boot ISO images in, served at http_url.",
+    ),
+    cfg.BoolOpt(
+        "http_server",
+        default=True,
+        help="Serve http_root from the conductor's own HTTP file server (off when another web server "
+        "serves http_root at http_url).",
+    ),
+    cfg.HostAddressOpt("http_server_host", default="127.0.0.1",
+                       help="Address the conductor's file server listens on."),
+    cfg.PortOpt("http_server_port", default=0,
+                help="Port of the conductor's file server; 0 picks a free one (set a fixed port for firewalls)."),
+    cfg.StrOpt(
+        "ramdisk_image_download_source",
+        default="local",
+        choices=[
+            ("local", "Boot ISOs are downloaded, verified and cached by the conductor and served from http_url."),
+            ("http", "A boot_iso is handed to the BMC at its own URL (no checksum verification)."),
+        ],
+        help="Where the BMC fetches a prebuilt boot ISO from.",
+    ),
+    cfg.StrOpt("iso_master_path", default="$state_path/master_iso_images",
+               help="Directory of the cache of downloaded images."),
+    cfg.IntOpt("iso_cache_size", default=20480, min=0,
+               help="Maximum size (in MiB) of the image cache, including images in use."),
+    cfg.IntOpt("iso_cache_ttl", default=10080, min=0,
+               help="Minutes an unused cached image is kept."),
+    cfg.IntOpt("image_download_timeout", default=60, min=1,
+               help="Seconds without progress after which an image download fails."),
+    cfg.StrOpt(
+        "default_boot_mode",
+        default="uefi",
+        choices=["uefi", "bios"],
+        help="Boot mode of nodes whose properties/capabilities and instance_info name none.",
+    ),
 ]
 
 
@@ -157,6 +238,7 @@ def register_opts(conf: cfg.ConfigOpts) -> None:
     conf.register_opts(API_OPTS, group="baremetal_api")
     conf.register_opts(FAKE_OPTS, group="fake")
     conf.register_opts(REDFISH_OPTS, group="redfish")
+    conf.register_opts(DEPLOY_OPTS, group="deploy")
 
 
 def database_url(conf: cfg.ConfigOpts) -> str:

@@ -28,6 +28,8 @@ class ConductorCore(Protocol):
     pool: WorkerPool
     conductor_id: int | None
     rpc_address: str | None
+    # Where this conductor serves [deploy] http_root (None when it does not).
+    file_server_url: str | None
 
     def live_conductors(self) -> list[dict[str, Any]]: ...
 

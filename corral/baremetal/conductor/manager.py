@@ -24,7 +24,7 @@ from corral.baremetal.conductor.task import Task, invalid_action
 from corral.baremetal.db import conductors as conductor_db
 from corral.baremetal.db import nodes as node_db
 from corral.baremetal.domain import rules, states
-from corral.baremetal.drivers.base import StepsNotAvailable
+from corral.baremetal.drivers.base import DriverError, StepsNotAvailable
 from corral.baremetal.drivers.registry import DriverRegistry
 from corral.core.db import Database, database_from_conf, is_duplicate
 from corral.core.errors import ApiError, BadRequest, Conflict, ServiceUnavailable
@@ -96,6 +96,8 @@ class Conductor(allocations.AllocationWork, node_extras.NodeExtras, ports.PortWo
         )
         self.conductor_id: int | None = None
         self.rpc_address: str | None = None
+        # Base URL of this conductor's file server (boot images for BMCs), when it runs one.
+        self.file_server_url: str | None = None
         self._stopped = threading.Event()
 
     # ------------------------------------------------------- lifecycle
@@ -301,6 +303,13 @@ class Conductor(allocations.AllocationWork, node_extras.NodeExtras, ports.PortWo
             "unrescue": (provisioning.unrescue, ()),
             "service": (steps.service, (request.service_steps or [], request.disable_ramdisk)),
         }
+        if event in ("deploy", "rebuild"):
+            # As upstream, bad instance_info is the request's error (400), not a failed deployment.
+            try:
+                task.driver.deploy.validate(task)
+            except DriverError as error:
+                raise BadRequest(f"RPC do_node_deploy failed to validate deploy or power info for node "
+                                 f"{task.node['uuid']}. Error: {error}") from None
         function, args = work[event]
         self.spawn(task, function, *args, event=event, action=action, **fresh)
         return True

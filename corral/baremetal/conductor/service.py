@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import logging
+import os
 import ssl
 from collections.abc import Callable
 from typing import Any
 
 from oslo_config import cfg
 
+from corral.baremetal.conductor import file_server
 from corral.baremetal.conductor.jsonrpc import make_server_app
 from corral.baremetal.conductor.local import LOCAL
 from corral.baremetal.conductor.manager import RPC_METHODS, Conductor
@@ -55,6 +57,14 @@ class ConductorService:
             app = make_server_app(self.conductor, RPC_METHODS, authenticator(conf))
             self._rpc = ThreadedServer(app, host=group.host_ip, port=group.port, ssl_context=ssl_context(conf))
             self.conductor.rpc_address = advertised_address(conf, self._rpc.scheme, self._rpc.port)
+        self._files: ThreadedServer | None = None
+        if conf.deploy.http_server:
+            os.makedirs(conf.deploy.http_root, exist_ok=True)
+            self._files = ThreadedServer(
+                file_server.make_app(conf.deploy.http_root),
+                host=conf.deploy.http_server_host, port=conf.deploy.http_server_port,
+            )
+            self.conductor.file_server_url = self._files.url
         group = conf.conductor
         self._periodic = PeriodicTasks(
             [
@@ -78,6 +88,8 @@ class ConductorService:
     def start(self) -> ConductorService:
         if self._rpc is not None:
             self._rpc.start()
+        if self._files is not None:
+            self._files.start()
         self.conductor.register()
         self.conductor.recover_after_restart()
         self.conductor.resume_allocations()
@@ -91,6 +103,8 @@ class ConductorService:
         self._periodic.stop()
         if self._rpc is not None:
             self._rpc.stop()
+        if self._files is not None:
+            self._files.stop()
         self.conductor.stop()
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Sequence
 from typing import Any
 
 import sushy
@@ -250,16 +251,19 @@ def _fake(interface_type: str) -> type[BaseInterface]:
     return FAKE_HARDWARE.supported[interface_type][0]
 
 
-def _hardware_type() -> HardwareType:
+def hardware_type(
+    boot: Sequence[type[BaseInterface]] = (), deploy: Sequence[type[BaseInterface]] = ()
+) -> HardwareType:
+    """The hardware type, with the boot and deploy interfaces of other modules (virtual media)."""
     return HardwareType(
         name="redfish",
-        description="Servers with a Redfish BMC (power, boot devices, BIOS and boot settings).",
+        description="Servers with a Redfish BMC (power, boot devices, virtual media, BIOS and boot settings).",
         supported={
             "bios": [RedfishBios, _none("bios", "no-bios")],
-            # Corral deploys nothing onto disks: boot and deploy only record.
-            "boot": [_fake("boot")],
+            # The fake boot and deploy interfaces stay the defaults: they only record.
+            "boot": [_fake("boot"), *boot],
             "console": [_none("console", "no-console")],
-            "deploy": [_fake("deploy")],
+            "deploy": [_fake("deploy"), *deploy],
             "firmware": [_none("firmware", "no-firmware")],
             "inspect": [_none("inspect", "no-inspect")],
             "management": [RedfishManagement],
@@ -272,7 +276,5 @@ def _hardware_type() -> HardwareType:
         },
     )
 
-
-REDFISH = _hardware_type()
 
 

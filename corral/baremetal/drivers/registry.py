@@ -7,15 +7,21 @@ from typing import Any
 
 from oslo_config import cfg
 
-from corral.baremetal.drivers.base import INTERFACE_TYPES, Driver, HardwareType
+from corral.baremetal.drivers.base import INTERFACE_TYPES, BaseInterface, Driver, HardwareType
 from corral.core.errors import BadRequest
 
 
 def _known_types() -> dict[str, HardwareType]:
+    from corral.baremetal.drivers import redfish, vmedia
     from corral.baremetal.drivers.fake import FAKE_HARDWARE
-    from corral.baremetal.drivers.redfish import REDFISH
 
-    return {hw.name: hw for hw in (FAKE_HARDWARE, REDFISH)}
+    redfish_type = redfish.hardware_type(boot=[vmedia.RedfishVirtualMediaBoot], deploy=[vmedia.RamdiskDeploy])
+    return {hw.name: hw for hw in (FAKE_HARDWARE, redfish_type)}
+
+
+def _enabled_interfaces(conf: cfg.ConfigOpts) -> dict[str, list[str]]:
+    """Interface types restricted by an ``enabled_<type>_interfaces`` option, and the names it allows."""
+    return {"boot": list(conf.enabled_boot_interfaces), "deploy": list(conf.enabled_deploy_interfaces)}
 
 
 class DriverRegistry:
@@ -26,13 +32,41 @@ class DriverRegistry:
         if unknown:
             raise ValueError(f"unknown hardware types in enabled_hardware_types: {', '.join(unknown)}")
         self.hardware_types = {name: known[name] for name in conf.enabled_hardware_types}
+        self.enabled = _enabled_interfaces(conf)
+        for interface_type, names in self.enabled.items():
+            offered = {name for hw in known.values() for name in hw.names(interface_type)}
+            unknown = [name for name in names if name not in offered]
+            if unknown:
+                raise ValueError(f"unknown {interface_type} interfaces in enabled_{interface_type}_interfaces: "
+                                 f"{', '.join(unknown)}")
+            for hw in self.hardware_types.values():
+                if not self.names(hw, interface_type):
+                    raise ValueError(f"hardware type {hw.name} supports none of enabled_{interface_type}_interfaces")
+
+    def names(self, hw: HardwareType, interface_type: str) -> list[str]:
+        """The implementations of ``hw`` nodes may use for ``interface_type``, its default first."""
+        allowed = self.enabled.get(interface_type)
+        return [name for name in hw.names(interface_type) if allowed is None or name in allowed]
+
+    def _check(self, hw: HardwareType, interface_type: str, name: str) -> type[BaseInterface]:
+        cls = hw.interface_class(interface_type, name)
+        if cls is None:
+            raise BadRequest(
+                f"{interface_type} interface implementation '{name}' is not supported by hardware type {hw.name}."
+            )
+        if name not in self.names(hw, interface_type):
+            raise BadRequest(
+                f"{interface_type} interface implementation '{name}' is not enabled "
+                f"(enabled_{interface_type}_interfaces)."
+            )
+        return cls
 
     def interface_rows(self) -> list[tuple[str, str, str, bool]]:
         """(hardware type, interface type, implementation, is default) for registration."""
         rows = []
         for hw in self.hardware_types.values():
             for interface_type in INTERFACE_TYPES:
-                for index, name in enumerate(hw.names(interface_type)):
+                for index, name in enumerate(self.names(hw, interface_type)):
                     rows.append((hw.name, interface_type, name, index == 0))
         return rows
 
@@ -46,12 +80,9 @@ class DriverRegistry:
             field = f"{interface_type}_interface"
             name = requested.get(field)
             if name is None:
-                name = hw.default(interface_type)
-            elif hw.interface_class(interface_type, name) is None:
-                raise BadRequest(
-                    f"{interface_type} interface implementation '{name}' is not supported by "
-                    f"hardware type {driver}."
-                )
+                name = self.names(hw, interface_type)[0]
+            else:
+                self._check(hw, interface_type, name)
             resolved[field] = name
         return resolved
 
@@ -61,12 +92,6 @@ class DriverRegistry:
             raise BadRequest(f"Hardware type {node['driver']} is not enabled on this conductor.")
         interfaces = {}
         for interface_type in INTERFACE_TYPES:
-            name = node.get(f"{interface_type}_interface") or hw.default(interface_type)
-            cls = hw.interface_class(interface_type, name)
-            if cls is None:
-                raise BadRequest(
-                    f"{interface_type} interface implementation '{name}' is not supported by "
-                    f"hardware type {hw.name}."
-                )
-            interfaces[interface_type] = cls(self.conf)
+            name = node.get(f"{interface_type}_interface") or self.names(hw, interface_type)[0]
+            interfaces[interface_type] = self._check(hw, interface_type, name)(self.conf)
         return Driver(hw, interfaces)

@@ -1,0 +1,280 @@
+"""Booting from Redfish virtual media, and the ``ramdisk`` deploy interface.
+
+``redfish-virtual-media`` (boot) inserts an ISO image into the BMC's
+virtual CD drive (``VirtualMedia.InsertMedia``) and makes the system boot
+from it in the node's boot mode; it ejects the medium when the instance is
+torn down, and when preparing it failed.
+
+``ramdisk`` (deploy) boots the instance from memory instead of writing an
+image to disk ("Booting a Ramdisk or an ISO"): ``instance_info/boot_iso``
+names an ISO image, or ``instance_info/kernel`` + ``ramdisk`` name a kernel
+and an initramfs that the conductor makes into an ISO (with
+``[redfish] kernel_append_params`` and ``instance_info/ramdisk_kernel_arguments``
+as the kernel command line).  The node becomes ``active`` once it was powered
+on from the medium; undeploying powers it off and ejects the medium.
+
+Images the BMC is to fetch are published under ``[deploy] http_root`` and
+given to it as URLs under ``[deploy] http_url`` (the conductor's own file
+server unless configured otherwise).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import sushy
+
+from corral.baremetal.domain import states
+from corral.baremetal.drivers import images, iso
+from corral.baremetal.drivers.base import (
+    BaseInterface,
+    DriverError,
+    InvalidParameterValue,
+    MissingParameterValue,
+    deploy_step,
+)
+from corral.baremetal.drivers.redfish import BOOT_MODES, _driver_info, _sushy_call, get_system
+
+LOG = logging.getLogger(__name__)
+
+# Redfish media types a virtual CD drive reports.
+CD_MEDIA_TYPES = ("CD", "DVD")
+# Where published images live, under http_root and http_url.
+PUBLISH_DIR = "redfish"
+
+
+def boot_mode(node: Mapping[str, Any], conf: Any) -> str:
+    """The node's boot mode: instance_info, then properties/capabilities, then [deploy] default_boot_mode."""
+    mode = (node.get("instance_info") or {}).get("deploy_boot_mode")
+    if not mode:
+        mode = capabilities(node).get("boot_mode")
+    mode = mode or conf.deploy.default_boot_mode
+    if mode not in BOOT_MODES:
+        raise InvalidParameterValue(f"Invalid boot mode {mode!r} for node {node['uuid']}: use 'uefi' or 'bios'")
+    return str(mode)
+
+
+def capabilities(node: Mapping[str, Any]) -> dict[str, str]:
+    """properties/capabilities, given as "key:value,key:value" or as a dictionary."""
+    raw = (node.get("properties") or {}).get("capabilities") or {}
+    if isinstance(raw, Mapping):
+        return {str(k): str(v) for k, v in raw.items()}
+    found = {}
+    for item in str(raw).split(","):
+        key, _, value = item.partition(":")
+        if key.strip():
+            found[key.strip()] = value.strip()
+    return found
+
+
+def published_path(conf: Any, node: Mapping[str, Any]) -> str:
+    return os.path.join(conf.deploy.http_root, PUBLISH_DIR, f"boot-{node['uuid']}.iso")
+
+
+def published_url(task: Any) -> str:
+    base = task.conductor.conf.deploy.http_url or getattr(task.conductor, "file_server_url", None)
+    if not base:
+        raise DriverError("No [deploy] http_url is set and the conductor serves no files: BMCs cannot be "
+                          "given an image URL")
+    return f"{base.rstrip('/')}/{PUBLISH_DIR}/boot-{task.node['uuid']}.iso"
+
+
+def webserver_verify(conf: Any) -> bool | str:
+    """``[DEFAULT] webserver_verify_ca`` as requests takes it: a boolean or a CA bundle path."""
+    value = str(conf.webserver_verify_ca).strip()
+    if value.lower() in ("true", "yes", "1", "on"):
+        return True
+    if value.lower() in ("false", "no", "0", "off"):
+        return False
+    return value
+
+
+def _cd_drive(system: Any) -> Any:
+    """The system's virtual CD drive (System VirtualMedia, else its managers')."""
+    collections = []
+    with contextlib.suppress(sushy.exceptions.SushyError, AttributeError):
+        collections.append(system.virtual_media)
+    with contextlib.suppress(sushy.exceptions.SushyError, AttributeError):
+        collections.extend(manager.virtual_media for manager in system.managers)
+    for collection in collections:
+        try:
+            members = collection.get_members()
+        except sushy.exceptions.SushyError:
+            continue
+        for device in members:
+            if any(str(t).upper().split(".")[-1] in CD_MEDIA_TYPES or str(getattr(t, "value", t)) in CD_MEDIA_TYPES
+                   for t in device.media_types or ()):
+                return device
+    raise DriverError("The BMC offers no virtual CD drive (VirtualMedia with media type CD or DVD)")
+
+
+class RedfishVirtualMediaBoot(BaseInterface):
+    interface_type = "boot"
+    name = "redfish-virtual-media"
+    capabilities = ("ramdisk_boot",)
+
+    def validate(self, task: Any) -> None:
+        _driver_info(task)
+        boot_mode(task.node, self.conf)
+
+    def prepare_instance(self, task: Any, iso_url: str | None = None) -> None:
+        """Put the instance's ISO into the virtual CD drive and boot from it at the next power-on.
+
+        ``iso_url`` is what :meth:`prepare_instance_image` returned, when the caller prepared the image first.
+        """
+        if iso_url is None:
+            iso_url = self.prepare_instance_image(task)
+        system = get_system(task, self.conf)
+        try:
+            self.boot_from_cd(task, system, iso_url, persistent=True)
+        except Exception:
+            self._eject(system)
+            self.unpublish(task)
+            raise
+
+    def boot_from_cd(self, task: Any, system: Any, iso_url: str, *, persistent: bool = False) -> None:
+        """Insert ``iso_url`` (after ejecting what was inserted) and set the CD as boot device."""
+        mode = boot_mode(task.node, self.conf)
+        drive = _cd_drive(system)
+        if drive.inserted or drive.image:
+            _sushy_call("virtual media eject", drive.eject_media)
+        _sushy_call("virtual media insertion", drive.insert_media, iso_url, inserted=True, write_protected=True)
+        enabled = (sushy.BootSourceOverrideEnabled.CONTINUOUS if persistent
+                   else sushy.BootSourceOverrideEnabled.ONCE)
+        self._sync_boot_mode(task, system, mode)
+        _sushy_call("boot from virtual CD", system.set_system_boot_options, sushy.BootSource.CD, enabled=enabled)
+        LOG.info("node %s boots %s from virtual CD (%s mode)", task.node["uuid"], iso_url, mode)
+
+    def _sync_boot_mode(self, task: Any, system: Any, mode: str) -> None:
+        """Switch the system to ``mode`` unless it is already in it.
+
+        A BMC that does not report its mode may also be unable to change it
+        (sushy-tools' BIOS machines): then the machine boots in its own mode.
+        """
+        current = system.boot.mode
+        if current == BOOT_MODES[mode]:
+            return
+        try:
+            _sushy_call("set boot mode", system.set_system_boot_options, mode=BOOT_MODES[mode])
+        except DriverError as error:
+            if current is not None:
+                raise
+            LOG.warning("node %s: the BMC reports no boot mode and did not accept %s (%s); booting in the "
+                        "system's own mode", task.node["uuid"], mode, error)
+        _sushy_call("read boot settings", system.refresh)
+
+    def clean_up_instance(self, task: Any) -> None:
+        """Eject the medium and withdraw the published image."""
+        self._eject(get_system(task, self.conf), strict=True)
+        self.unpublish(task)
+
+    # ------------------------------------------------------------ helpers
+
+    def _eject(self, system: Any, *, strict: bool = False) -> None:
+        try:
+            drive = _cd_drive(system)
+            # What a failed insertion left behind, not what was read before it.
+            _sushy_call("read virtual media", drive.refresh)
+            if drive.inserted or drive.image:
+                _sushy_call("virtual media eject", drive.eject_media)
+        except DriverError as error:
+            if strict:
+                raise
+            LOG.warning("could not eject the virtual CD: %s", error)
+
+    def unpublish(self, task: Any) -> None:
+        """Withdraw the image published for the node."""
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(published_path(self.conf, task.node))
+
+    def prepare_instance_image(self, task: Any) -> str:
+        """The URL the BMC fetches the instance's ISO from (downloaded, verified, built as needed)."""
+        info = task.node.get("instance_info") or {}
+        verify_tls = webserver_verify(self.conf)
+        cache = images.ImageCache.from_conf(self.conf)
+        file_paths = self.conf.conductor.file_url_allowed_paths
+        target = published_path(self.conf, task.node)
+        if info.get("boot_iso"):
+            url = images.check_url(info["boot_iso"], "boot_iso", file_paths)
+            if self.conf.deploy.ramdisk_image_download_source == "http" and url.startswith(("http:", "https:")):
+                return url
+            checksum = images.expected_checksum(info, url, verify_tls=verify_tls, file_paths=file_paths)
+            images.publish(cache.fetch(url, checksum, verify_tls=verify_tls), target)
+            return published_url(task)
+        kernel = cache.fetch(images.check_url(info.get("kernel"), "kernel", file_paths), None, verify_tls=verify_tls)
+        ramdisk = cache.fetch(images.check_url(info.get("ramdisk"), "ramdisk", file_paths), None,
+                              verify_tls=verify_tls)
+        params = " ".join(p for p in (self.conf.redfish.kernel_append_params,
+                                      str(info.get("ramdisk_kernel_arguments") or "")) if p.strip())
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        iso.build_iso(self.conf, kernel, ramdisk, params, boot_mode(task.node, self.conf), target)
+        return published_url(task)
+
+
+def check_instance_info(node: Mapping[str, Any], file_paths: Sequence[str]) -> None:
+    """The instance_info a ramdisk deployment needs (no network access)."""
+    info = node.get("instance_info") or {}
+    if info.get("boot_iso"):
+        images.check_url(info["boot_iso"], "boot_iso", file_paths)
+        if bool(info.get("image_os_hash_algo")) != bool(info.get("image_os_hash_value")):
+            raise InvalidParameterValue("instance_info needs both image_os_hash_algo and image_os_hash_value")
+        return
+    missing = [field for field in ("kernel", "ramdisk") if not info.get(field)]
+    if missing:
+        raise MissingParameterValue(
+            f"Node {node['uuid']} needs instance_info/boot_iso, or instance_info/kernel and "
+            f"instance_info/ramdisk, for a ramdisk deployment; missing: {', '.join(missing)}"
+        )
+    images.check_url(info["kernel"], "kernel", file_paths)
+    images.check_url(info["ramdisk"], "ramdisk", file_paths)
+    arguments = info.get("ramdisk_kernel_arguments")
+    if arguments is not None and not isinstance(arguments, str):
+        raise InvalidParameterValue("instance_info/ramdisk_kernel_arguments must be a string")
+
+
+class RamdiskDeploy(BaseInterface):
+    interface_type = "deploy"
+    name = "ramdisk"
+
+    def validate(self, task: Any) -> None:
+        boot = task.driver.boot
+        if "ramdisk_boot" not in getattr(boot, "capabilities", ()):
+            raise InvalidParameterValue(
+                f"The {boot.name} boot interface cannot boot a ramdisk: use redfish-virtual-media"
+            )
+        boot.validate(task)
+        check_instance_info(task.node, self.conf.conductor.file_url_allowed_paths)
+
+    @deploy_step(priority=100)
+    def deploy(self, task: Any) -> None:
+        power = task.driver.power
+        boot = task.driver.boot
+        # Download, verify or build the image before touching the machine: a bad image leaves it as it was.
+        iso_url = boot.prepare_instance_image(task)
+        try:
+            self._power(task, states.POWER_OFF)
+        except Exception:
+            boot.unpublish(task)
+            raise
+        boot.prepare_instance(task, iso_url)
+        try:
+            power.set_power_state(task, states.POWER_ON)
+        except Exception:
+            with contextlib.suppress(Exception):
+                task.driver.boot.clean_up_instance(task)
+            raise
+        task.update(power_state=states.POWER_ON)
+
+    def tear_down(self, task: Any) -> None:
+        self._power(task, states.POWER_OFF)
+        task.driver.boot.clean_up_instance(task)
+
+    def _power(self, task: Any, target: str) -> None:
+        power = task.driver.power
+        if power.get_power_state(task) != target:
+            power.set_power_state(task, target)
+        task.update(power_state=target)
