@@ -87,7 +87,9 @@ class AgentClient:
         return list(result.get("commands") or [])
 
     def last_command(self, name: str) -> dict[str, Any] | None:
-        matching = [command for command in self.commands() if command.get("command_name") == name]
+        """The latest run of ``name`` ("standby.prepare_image"; the agent records it as "prepare_image")."""
+        short = name.rsplit(".", 1)[-1]
+        matching = [command for command in self.commands() if command.get("command_name") == short]
         return matching[-1] if matching else None
 
     # ------------------------------------------------------------ commands
