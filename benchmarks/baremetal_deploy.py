@@ -215,8 +215,14 @@ def run(db_url: str, workdir: Path, nodes: int, rounds: int) -> Result:
             started = time.monotonic()
             for name in names:
                 client.put(f"/v1/nodes/{name}/states/provision", json={"target": "active"})
-            for name in names:
-                machines[name].power_on(server.url)
+            # The ramdisk boots once the node is powered on and waits for it.
+            booted: set[str] = set()
+            while len(booted) < nodes:
+                for name in set(names) - booted:
+                    if client.get(f"/v1/nodes/{name}").json()["provision_state"] == "wait call-back":
+                        machines[name].power_on(server.url)
+                        booted.add(name)
+                time.sleep(0.05)
             wait_all(client, names, "active")
             walls.append(time.monotonic() - started)
             for machine in machines.values():
