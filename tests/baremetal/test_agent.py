@@ -9,6 +9,7 @@ server in the test, with their sha256.
 from __future__ import annotations
 
 import hashlib
+import logging
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -122,7 +123,8 @@ def wait_settled(client: ApiClient, name: str, state: str, machine: TestMachine 
 # --------------------------------------------------------------- wire rules
 
 
-def test_lookup_and_heartbeat_follow_upstream_rules(server: AgentServer) -> None:
+def test_lookup_and_heartbeat_follow_upstream_rules(server: AgentServer, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.DEBUG)
     client, agent = server.client, server.agent_api
     node = enroll(client, "wire", "52:54:00:00:00:01")
     old = ApiClient(server.url, {"X-OpenStack-Ironic-API-Version": "1.21"})
@@ -166,6 +168,8 @@ def test_lookup_and_heartbeat_follow_upstream_rules(server: AgentServer) -> None
     moved = agent.post("/v1/heartbeat/wire", json={**beat, "callback_url": "http://127.0.0.1:10/",
                                                     "agent_token": token})
     assert moved.status_code == 400
+    # The token was never logged.
+    assert token not in caplog.text
 
 
 def test_agent_never_calls_back_deploy_fails_after_the_timeout(server: AgentServer, images: ImageServer) -> None:
@@ -264,3 +268,22 @@ def test_checksum_mismatch_reported_by_the_agent_fails_the_deploy(
     assert "write_image" in node["last_error"]
     assert "checksum" in node["last_error"].lower()
     assert node["power_state"] == "power off"
+
+
+def test_abort_in_wait_call_back_stops_the_ramdisk_and_voids_the_token(server: AgentServer,
+                                                                       images: ImageServer) -> None:
+    client, agent = server.client, server.agent_api
+    enroll(client, "aborted", "52:54:00:00:00:04", automated_clean=False)
+    client.put("/v1/nodes/aborted/states/provision", json={"target": "provide"})
+    wait_for_state(client, "aborted", "available")
+    url, sha256 = images.publish("aborted.img", raw_image(PAYLOAD))
+    set_image(client, "aborted", url, sha256)
+    client.put("/v1/nodes/aborted/states/provision", json={"target": "active"})
+    wait_for(lambda: client.get("/v1/nodes/aborted").json()["provision_state"] == "wait call-back")
+    token = agent.get("/v1/lookup?addresses=52:54:00:00:00:04").json()["config"]["agent_token"]
+    assert client.put("/v1/nodes/aborted/states/provision", json={"target": "abort"}).status_code == 202
+    node = wait_for_state(client, "aborted", "deploy failed")
+    assert node["last_error"] == "By request, the wait call-back operation was aborted"
+    assert node["power_state"] == "power off"
+    beat = {"callback_url": "http://127.0.0.1:9/", "agent_token": token}
+    assert agent.post("/v1/heartbeat/aborted", json=beat).status_code == 400

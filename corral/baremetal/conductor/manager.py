@@ -315,6 +315,8 @@ class Conductor(allocations.AllocationWork, node_extras.NodeExtras, ports.PortWo
             return False
         if state in (states.INSPECTWAIT, states.RESCUEWAIT, states.DEPLOYWAIT, states.DEPLOYHOLD):
             task.process_event("abort", action=action, last_error=f"By request, the {state} operation was aborted")
+            if state in (states.DEPLOYWAIT, states.DEPLOYHOLD):
+                provisioning.stop_ramdisk(task)
             return False
         raise invalid_action(action, task.node)
 

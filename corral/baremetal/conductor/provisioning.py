@@ -79,12 +79,17 @@ def deploy_failed(task: Any, message: str) -> None:
     """The deployment failed: record why, stop the ramdisk if one runs (the agent's token goes with it)."""
     LOG.warning("deployment of node %s failed: %s", task.node["uuid"], message)
     task.process_event("fail", last_error=message, deploy_step={})
+    stop_ramdisk(task)
+
+
+def stop_ramdisk(task: Any) -> None:
+    """After a failed or aborted deployment: a deploy interface with a ramdisk stops it and forgets its token."""
     clean_up = getattr(task.driver.deploy, "clean_up", None)
     if clean_up is not None:
         try:
             clean_up(task)
         except Exception as error:  # noqa: BLE001 - the failure is already recorded
-            LOG.warning("cleaning up after the failed deployment of node %s: %s", task.node["uuid"], error)
+            LOG.warning("cleaning up after the deployment of node %s: %s", task.node["uuid"], error)
 
 
 def tear_down(task: Any) -> None:
