@@ -150,6 +150,16 @@ REDFISH_OPTS = [
 ]
 
 
+# Upstream's [deploy] priorities of the agent's erase steps (unset: the agent's own).
+DEPLOY_OPTS = [
+    cfg.IntOpt("erase_devices_priority", min=0,
+               help="Priority of the agent's erase_devices clean step (0 disables it in automated cleaning)."),
+    cfg.IntOpt("erase_devices_metadata_priority", min=0,
+               help="Priority of the agent's erase_devices_metadata clean step (0 disables it in automated "
+               "cleaning)."),
+]
+
+
 def register_opts(conf: cfg.ConfigOpts) -> None:
     conf.register_opts(DATABASE_OPTS, group="baremetal_database")
     conf.register_opts(DEFAULT_OPTS)
@@ -159,6 +169,7 @@ def register_opts(conf: cfg.ConfigOpts) -> None:
     conf.register_opts(FAKE_OPTS, group="fake")
     conf.register_opts(RAMDISK_API_OPTS, group="api")
     conf.register_opts(AGENT_OPTS, group="agent")
+    conf.register_opts(DEPLOY_OPTS, group="deploy")
     conf.register_opts(REDFISH_OPTS, group="redfish")
 
 

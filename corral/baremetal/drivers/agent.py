@@ -202,8 +202,17 @@ class AgentDeploy(BaseInterface):
         _set_info(task, agent_cached_clean_steps=list(steps.values()))
 
     def get_clean_steps(self, task: Any) -> list[dict[str, Any]]:
+        """The agent's steps as last read, with the operator's [deploy] priorities for the erase steps."""
         cached = (task.node.get("driver_internal_info") or {}).get("agent_cached_clean_steps") or []
-        return [{key: value for key, value in step.items() if key != "reboot_requested"} for step in cached]
+        overrides = {"erase_devices": self.conf.deploy.erase_devices_priority,
+                     "erase_devices_metadata": self.conf.deploy.erase_devices_metadata_priority}
+        steps = []
+        for cached_step in cached:
+            step = {key: value for key, value in cached_step.items() if key != "reboot_requested"}
+            if overrides.get(step["step"]) is not None:
+                step["priority"] = overrides[step["step"]]
+            steps.append(step)
+        return steps
 
     def execute_clean_step(self, task: Any, step: Mapping[str, Any]) -> str:
         client_for(task).execute_clean_step(step, _agent_node(task), _ports(task), None)
