@@ -126,6 +126,11 @@ def lookup(state: BaremetalState, req: falcon.Request, resp: falcon.Response) ->
             node = node_db.get(conn, node_id=node["id"]) or node
     body_node: dict[str, Any] = {field: node.get(field) for field in _LOOKUP_NODE_FIELDS}
     body_node["driver_internal_info"] = masked_internal_info(node.get("driver_internal_info"))
+    # The agent gets the config drive with its command, never from an unauthenticated lookup.
+    instance_info = dict(node.get("instance_info") or {})
+    if instance_info.get("configdrive"):
+        instance_info["configdrive"] = MASK
+    body_node["instance_info"] = instance_info
     body_node["links"] = links.resource(req, "nodes", node["uuid"])
     send_json(resp, {"node": body_node, "config": agent_config(state, node, token)})
 
