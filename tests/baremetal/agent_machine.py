@@ -14,7 +14,8 @@ let it do.  The agent's lookup, heartbeats, command API, clean and
 standby extensions are IPA's own code, unchanged.
 
 The machine is described by environment variables: CORRAL_TEST_MACHINE_MAC,
-CORRAL_TEST_MACHINE_DISK (path of the disk file).
+CORRAL_TEST_MACHINE_DISK (its disk device), CORRAL_TEST_MACHINE_DIR (where
+its TLS certificate goes).
 """
 
 from __future__ import annotations
@@ -86,6 +87,16 @@ class TestMachineHardwareManager(hardware.HardwareManager):
         return hardware.SystemVendorInfo(product_name="Corral test machine", serial_number="corral-test",
                                          manufacturer="corral", firmware=hardware.SystemFirmware(
                                              vendor="corral", version="1", build_date="2026-01-01"))
+
+    def generate_tls_certificate(self, ip_address: str) -> Any:
+        """IPA's self-signed certificate for automatic TLS, kept in this machine's directory."""
+        from ironic_python_agent import tls_utils
+
+        root = os.environ["CORRAL_TEST_MACHINE_DIR"]
+        cert_path, key_path = os.path.join(root, "agent.crt"), os.path.join(root, "agent.key")
+        content = tls_utils._generate_tls_certificate(cert_path, key_path, "corral-test-machine",  # noqa: SLF001
+                                                      ip_address)
+        return tls_utils.TlsCertificate(content, cert_path, key_path)
 
     def get_boot_info(self) -> Any:
         return hardware.BootInfo(current_boot_mode="uefi")

@@ -122,8 +122,8 @@ class TestMachine:
         self.process: subprocess.Popen[bytes] | None = None
         self.port = 0
 
-    def power_on(self, api_url: str, *extra: str) -> TestMachine:
-        """Boot the ramdisk: start the agent (a fresh one each boot)."""
+    def power_on(self, api_url: str, *extra: str, tls: bool = False) -> TestMachine:
+        """Boot the ramdisk: start the agent (a fresh one each boot); with ``tls`` it serves https."""
         self.power_off()
         self.port = free_port()
         env = {
@@ -133,6 +133,7 @@ class TestMachine:
             "CORRAL_TEST_MACHINE_MAC": self.mac,
             "CORRAL_TEST_MACHINE_DISK": str(self.disk),
             "CORRAL_TEST_MACHINE_EVENTS": str(self.events),
+            "CORRAL_TEST_MACHINE_DIR": str(self.root),
         }
         args = [
             sys.executable, "-m", "tests.baremetal.agent_machine",
@@ -140,7 +141,7 @@ class TestMachine:
             "--api_url", api_url,
             "--listen_host", "127.0.0.1", "--listen_port", str(self.port),
             "--advertise_host", "127.0.0.1", "--advertise_port", str(self.port),
-            "--noenable_auto_tls", "--nocollect_lldp",
+            "--enable_auto_tls" if tls else "--noenable_auto_tls", "--nocollect_lldp",
             "--lookup_timeout", "120", "--lookup_interval", "1",
             "--image_download_connection_retries", "0",
             "--log-file", str(self.log_path),

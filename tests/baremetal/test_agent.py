@@ -262,8 +262,11 @@ def test_checksum_mismatch_reported_by_the_agent_fails_the_deploy(
     set_image(client, "m2", url, hashlib.sha256(b"another image").hexdigest())
     client.put("/v1/nodes/m2/states/provision", json={"target": "active"})
     wait_for(lambda: client.get("/v1/nodes/m2").json()["provision_state"] == "wait call-back")
-    machine.power_on(server.url)
+    # This agent serves its API over https with a certificate it made and sent in its heartbeats
+    # (agent_verify_ca): the conductor reads the failed command through that channel.
+    machine.power_on(server.url, tls=True)
     node = wait_settled(client, "m2", "deploy failed", machine)
+    assert "Generating TLS parameters automatically" in machine.log()
     assert "Agent returned error for deploy step" in node["last_error"]
     assert "write_image" in node["last_error"]
     assert "checksum" in node["last_error"].lower()
