@@ -209,7 +209,8 @@ def test_real_agent_cleans_then_deploys_an_image(agent_server: AgentServer, imag
 
     # Manual cleaning: only the metadata is erased (first and last MiB of the disk).
     steps = [{"interface": "deploy", "step": "erase_devices_metadata"}]
-    assert client.put("/v1/nodes/m1/states/provision", json={"target": "clean", "clean_steps": steps}).status_code == 202
+    response = client.put("/v1/nodes/m1/states/provision", json={"target": "clean", "clean_steps": steps})
+    assert response.status_code == 202
     wait_for(lambda: client.get("/v1/nodes/m1").json()["provision_state"] == "clean wait")
     assert client.get("/v1/nodes/m1").json()["power_state"] == "power on"
     machine.power_on(server.url)

@@ -28,7 +28,13 @@ from oslo_utils import strutils
 
 from corral.baremetal.drivers.agent_client import AgentClient
 from corral.baremetal.db import ports as port_db
-from corral.baremetal.drivers.base import ASYNC, BaseInterface, InvalidParameterValue, MissingParameterValue, deploy_step
+from corral.baremetal.drivers.base import (
+    ASYNC,
+    BaseInterface,
+    InvalidParameterValue,
+    MissingParameterValue,
+    deploy_step,
+)
 
 LOG = logging.getLogger(__name__)
 
