@@ -93,6 +93,18 @@ CONDUCTOR_OPTS = [
         help="Seconds between checks of clean steps running on the hardware ('clean wait'; 0 disables).",
     ),
     cfg.IntOpt(
+        "deploy_callback_timeout",
+        default=1800,
+        min=0,
+        help="Seconds a node may stay in 'wait call-back' without the agent calling back before the "
+        "deployment fails (0: no limit).",
+    ),
+    cfg.FloatOpt(
+        "check_deploy_timeouts_interval",
+        default=60,
+        help="Seconds between checks for deployments whose agent did not call back in time (0 disables).",
+    ),
+    cfg.IntOpt(
         "clean_callback_timeout",
         default=1800,
         min=0,
@@ -165,6 +177,26 @@ API_OPTS = [
     cfg.StrOpt("public_endpoint", help="Public URL prefix for links in Bare Metal responses."),
 ]
 
+# Upstream's [api] options of the agent's endpoints.
+RAMDISK_API_OPTS = [
+    cfg.IntOpt("ramdisk_heartbeat_timeout", default=300, min=1,
+               help="Seconds within which the agent must heartbeat (it heartbeats at 30-60% of this)."),
+    cfg.BoolOpt("restrict_lookup", default=True,
+                help="Answer the agent's lookup only for nodes in states where an agent is expected."),
+]
+
+AGENT_OPTS = [
+    cfg.IntOpt("command_timeout", default=60, min=1, help="Seconds to wait for the agent's answer to a command."),
+    cfg.BoolOpt("allow_md5_checksum", default=False, help="Let the agent verify images by MD5 checksums."),
+    cfg.BoolOpt("stream_raw_images", default=True, help="Let the agent stream raw images onto the disk."),
+    cfg.BoolOpt(
+        "deploy_forces_oob_reboot",
+        default=False,
+        help="Power the node off through the power interface after the image is written instead of asking "
+        "the agent to shut the machine down (node driver_info 'deploy_forces_oob_reboot' wins).",
+    ),
+]
+
 FAKE_OPTS = [
     cfg.FloatOpt("power_delay", default=0, min=0, help="Seconds the fake power interface takes per action."),
     cfg.FloatOpt("bios_delay", default=0, min=0, help="Seconds each fake BIOS clean step takes."),
@@ -229,6 +261,16 @@ DEPLOY_OPTS = [
 ]
 
 
+# Upstream's [deploy] priorities of the agent's erase steps (unset: the agent's own).
+DEPLOY_OPTS = [
+    cfg.IntOpt("erase_devices_priority", min=0,
+               help="Priority of the agent's erase_devices clean step (0 disables it in automated cleaning)."),
+    cfg.IntOpt("erase_devices_metadata_priority", min=0,
+               help="Priority of the agent's erase_devices_metadata clean step (0 disables it in automated "
+               "cleaning)."),
+]
+
+
 def register_opts(conf: cfg.ConfigOpts) -> None:
     conf.register_opts(DATABASE_OPTS, group="baremetal_database")
     conf.register_opts(DEFAULT_OPTS)
@@ -237,6 +279,9 @@ def register_opts(conf: cfg.ConfigOpts) -> None:
     conf.register_opts(SSL_OPTS, group="ssl")
     conf.register_opts(API_OPTS, group="baremetal_api")
     conf.register_opts(FAKE_OPTS, group="fake")
+    conf.register_opts(RAMDISK_API_OPTS, group="api")
+    conf.register_opts(AGENT_OPTS, group="agent")
+    conf.register_opts(DEPLOY_OPTS, group="deploy")
     conf.register_opts(REDFISH_OPTS, group="redfish")
     conf.register_opts(DEPLOY_OPTS, group="deploy")
 

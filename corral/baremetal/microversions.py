@@ -39,7 +39,7 @@ VERSIONS = (
     "1.19",  # ports: local_link_connection and pxe_enabled
     "1.20",  # network_interface on nodes
     "1.21",  # resource_class on nodes and its filter
-    "1.22",  # (ramdisk lookup and heartbeat)
+    "1.22",  # GET /v1/lookup and POST /v1/heartbeat/{node} for the agent
     "1.23",  # port groups: /v1/portgroups
     "1.24",  # node portgroups links and sub-collection, a group's ports, portgroup_uuid on ports
     "1.25",  # chassis_uuid of a node may be unset
@@ -53,7 +53,7 @@ VERSIONS = (
     "1.33",  # storage_interface on nodes
     "1.34",  # ports: physical_network
     "1.35",  # configdrive with rebuild
-    "1.36",  # (agent version in heartbeats)
+    "1.36",  # agent_version in heartbeats
     "1.37",  # node traits
     "1.38",  # rescue / unrescue; rescue_interface
     "1.39",  # abort from inspect wait
@@ -79,17 +79,17 @@ VERSIONS = (
     "1.59",  # configdrive object may carry vendor_data
     "1.60",  # owner on allocations and its filter
     "1.61",  # retired / retired_reason on nodes; ?retired= filter
-    "1.62",  # (agent token in lookup and heartbeat)
+    "1.62",  # agent token handed out by lookup, required by heartbeats
     "1.63",  # /v1/nodes/{node}/management/indicators
     "1.64",  # (ports: network_type in local_link_connection)
     "1.65",  # lessee on nodes and its filter
     "1.66",  # network_data on nodes
     "1.67",  # (VIF attach names a port or port group)
-    "1.68",  # (agent_verify_ca in heartbeat)
+    "1.68",  # agent_verify_ca in heartbeats
     "1.69",  # deploy_steps with the deploy and rebuild verbs
     "1.70",  # disable_ramdisk with manual cleaning
     "1.71",  # (scope-based roles: a marker, no wire change)
-    "1.72",  # (agent status in heartbeat)
+    "1.72",  # agent_status and agent_status_message in heartbeats
     "1.73",  # the deploy and undeploy verbs (aliases of active and deleted)
     "1.74",  # BIOS registry fields on /v1/nodes/{node}/bios (detail)
     "1.75",  # boot_mode / secure_boot on nodes and node states

@@ -68,7 +68,9 @@ class Route:
 
     path: str
     methods: Mapping[str, Handler | Endpoint | Iterable[Endpoint]]
-    # Reachable without authentication (version documents).
+    # Reachable without authentication (version documents, the agent's
+    # lookup and heartbeat); a templated path opens everything under its
+    # static prefix.
     public: bool = False
 
 
@@ -135,11 +137,13 @@ class _Resource:
 
 
 class _Middleware:
-    def __init__(self, service: HttpService, public_paths: frozenset[str]) -> None:
+    def __init__(self, service: HttpService, public_paths: frozenset[str],
+                 public_prefixes: tuple[str, ...] = ()) -> None:
         self._service = service
         # Authentication happens before routing (as upstream's middleware
         # does), so unknown paths need a token too; only these are open.
         self._public_paths = public_paths
+        self._public_prefixes = public_prefixes
 
     def process_request(self, req: falcon.Request, resp: falcon.Response) -> None:
         incoming = req.get_header("X-OpenStack-Request-Id")
@@ -152,7 +156,9 @@ class _Middleware:
             if service.on_version_error is not None:
                 raise service.on_version_error(error) from None
             raise
-        if req.path not in self._public_paths:
+        if req.path not in self._public_paths and not (
+            self._public_prefixes and req.path.startswith(self._public_prefixes)
+        ):
             service.authenticate(req)
         edge.check_length(req, service.max_body_size)
 
@@ -183,14 +189,19 @@ def build_app(service: HttpService, routes: Iterable[Route], state: Any = None) 
     """
     routes = list(routes)
     public_paths = set()
+    public_prefixes = []
     for route in routes:
         if route.public:
             if "{" in route.path:
-                raise ValueError(f"public routes must be static paths: {route.path}")
+                prefix = route.path.split("{", 1)[0]
+                if not prefix.endswith("/") or prefix.count("/") < 3:
+                    raise ValueError(f"public templated routes need a static prefix of two segments: {route.path}")
+                public_prefixes.append(prefix)
+                continue
             public_paths.update({route.path, route.path.rstrip("/") or "/", route.path.rstrip("/") + "/"})
     app = falcon.App(
         request_type=Request,
-        middleware=[_Middleware(service, frozenset(public_paths))],
+        middleware=[_Middleware(service, frozenset(public_paths), tuple(public_prefixes))],
         cors_enable=False,
     )
     app.req_options.strip_url_path_trailing_slash = service.strip_trailing_slash

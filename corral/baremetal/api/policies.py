@@ -145,6 +145,11 @@ _RULES: tuple[tuple[str, str, str], ...] = (
     ("baremetal:volume:delete", SYSTEM_MEMBER_OR_OWNER_ADMIN, "Delete a volume connector or target."),
     ("baremetal:volume:view_target_properties", SYSTEM_READER, "See the properties of volume targets."),
     ("baremetal:events:post", SYSTEM_ADMIN, "Post external events."),
+    # The agent holds no Keystone token: like upstream's rule:public_api,
+    # these pass on the (unauthenticated) lookup and heartbeat routes; the
+    # agent token guards what a heartbeat may do.
+    ("baremetal:driver:ipa_lookup", "", "Look up a node by its MAC addresses or UUID (the agent)."),
+    ("baremetal:node:ipa_heartbeat", "", "Receive heartbeats from the agent."),
     ("baremetal:deploy_template:get", SYSTEM_READER, "List and show deploy templates."),
     ("baremetal:deploy_template:create", SYSTEM_ADMIN, "Create a deploy template."),
     ("baremetal:deploy_template:update", SYSTEM_ADMIN, "Update a deploy template."),

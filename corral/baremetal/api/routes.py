@@ -14,6 +14,7 @@ from corral.baremetal.api.handlers import (
     nodes,
     portgroups,
     ports,
+    ramdisk,
     root,
     runbooks,
     traits,
@@ -37,4 +38,5 @@ ROUTES: list[Route] = [
     *deploy_templates.ROUTES,
     *runbooks.ROUTES,
     *events.ROUTES,
+    *ramdisk.ROUTES,
 ]

@@ -149,7 +149,15 @@ _COMPUTED: dict[str, Any] = {
     "target_provision_state": lambda req, node, traits, conductor: shown_provision_state(
         req, node["target_provision_state"]),
     "conductor_group": lambda req, node, traits, conductor: node.get("conductor_group") or "",
+    # The agent token is the conductor's secret: answers show it masked, as upstream.
+    "driver_internal_info": lambda req, node, traits, conductor: _masked_token(node.get("driver_internal_info")),
 }
+
+
+def _masked_token(info: Any) -> Any:
+    if isinstance(info, dict) and info.get("agent_secret_token"):
+        return {**info, "agent_secret_token": "******"}
+    return info
 
 
 def _value(req: falcon.Request, node: Mapping[str, Any], field: str, traits: Sequence[str],

@@ -52,19 +52,55 @@ def driver_steps(task: Any) -> list[dict[str, Any]]:
 def wipe_cleaning_info(info: Mapping[str, Any]) -> dict[str, Any]:
     wiped = dict(info)
     wiped["clean_steps"] = None
-    for key in ("clean_step_index", "cleaning_disable_ramdisk", "declarative_cleaning"):
+    for key in ("clean_step_index", "cleaning_disable_ramdisk", "declarative_cleaning", "cleaning_pending_start"):
         wiped.pop(key, None)
     return wiped
 
 
 def fail(task: Any, message: str, *, event: str = "fail") -> None:
     LOG.warning("cleaning of node %s failed: %s", task.node["uuid"], message)
+    _tear_down_ramdisk(task)
     task.process_event(event, last_error=message, clean_step={}, driver_internal_info=wipe_cleaning_info(task.internal_info))
+
+
+def _tear_down_ramdisk(task: Any) -> None:
+    """A ramdisk booted for cleaning is stopped (and its agent's token forgotten)."""
+    if not task.internal_info.get("agent_cleaning"):
+        return
+    try:
+        task.driver.deploy.tear_down_cleaning(task)
+    except Exception as error:  # noqa: BLE001 - cleaning's outcome is already decided
+        LOG.warning("stopping the cleaning ramdisk of node %s: %s", task.node["uuid"], error)
+
+
+def _ramdisk_booting(task: Any, start: dict[str, Any]) -> bool:
+    """Boot the deploy interface's ramdisk when its steps come from an agent; True when now waiting for it."""
+    prepare = getattr(task.driver.deploy, "prepare_cleaning", None)
+    if prepare is None or task.internal_info.get("agent_cleaning"):
+        return False
+    if prepare(task) != ASYNC:
+        return False
+    info = task.internal_info
+    info["cleaning_pending_start"] = start
+    task.update(driver_internal_info=info, last_error=None)
+    task.process_event("wait")
+    return True
+
+
+def start_after_ramdisk(task: Any) -> None:
+    """clean wait -> cleaning: the agent called back and its steps are known; start the cleaning asked for."""
+    start = task.internal_info.get("cleaning_pending_start") or {}
+    task.process_event("resume")
+    if start.get("manual"):
+        start_manual(task, start.get("steps") or [])
+    else:
+        start_automated(task)
 
 
 def finish(task: Any) -> None:
     # Manual cleaning returns to manageable; so does a retired node, which is not to be used again.
     manual = task.node["target_provision_state"] == states.MANAGEABLE or bool(task.node.get("retired"))
+    _tear_down_ramdisk(task)
     task.process_event(
         "manage" if manual else "done", clean_step={}, driver_internal_info=wipe_cleaning_info(task.internal_info)
     )
@@ -77,6 +113,8 @@ def start_automated(task: Any) -> None:
     """Node in ``cleaning`` towards ``available``."""
     if not automated_clean_enabled(task):
         finish(task)
+        return
+    if _ramdisk_booting(task, {"manual": False}):
         return
     try:
         steps = [dict(step) for step in driver_steps(task) if step["priority"] > 0]
@@ -92,6 +130,8 @@ def start_manual(task: Any, requested: Sequence[Mapping[str, Any]], disable_ramd
 
     With ``disable_ramdisk`` (1.70) only steps that need no ramdisk may run.
     """
+    if not disable_ramdisk and _ramdisk_booting(task, {"manual": True, "steps": [dict(step) for step in requested]}):
+        return
     try:
         steps = validate_manual_steps(task, requested)
         if disable_ramdisk:
@@ -222,6 +262,8 @@ def request_abort(task: Any) -> bool:
 def poll_waiting(task: Any) -> bool:
     """Check the asynchronous step of a node in ``clean wait``; True when cleaning moved on."""
     step = task.node["clean_step"] or {}
+    if not step and task.internal_info.get("agent_pending"):
+        return False  # the ramdisk is booting: its agent's heartbeat moves cleaning on
     if not step:
         fail(task, f"Node {task.node['uuid']} is waiting in cleaning without a clean step.")
         return True

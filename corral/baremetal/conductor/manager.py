@@ -18,7 +18,7 @@ from typing import Any
 from oslo_config import cfg
 
 from corral.baremetal import conf as baremetal_conf
-from corral.baremetal.conductor import allocations, cleaning, node_extras, ports, power, provisioning, steps
+from corral.baremetal.conductor import agent, allocations, cleaning, node_extras, ports, power, provisioning, steps
 from corral.baremetal.conductor.hash_ring import ring_for
 from corral.baremetal.conductor.task import Task, invalid_action
 from corral.baremetal.db import conductors as conductor_db
@@ -54,7 +54,7 @@ RPC_METHODS = frozenset(
         "get_console_information",
         "ping",
     }
-) | allocations.RPC_METHODS | node_extras.RPC_METHODS | ports.RPC_METHODS
+) | allocations.RPC_METHODS | node_extras.RPC_METHODS | ports.RPC_METHODS | agent.RPC_METHODS
 
 
 @dataclass(frozen=True)
@@ -84,7 +84,7 @@ class StepsPending(ApiError):
         super().__init__(message, retry_after=retry_after)
 
 
-class Conductor(allocations.AllocationWork, node_extras.NodeExtras, ports.PortWork):
+class Conductor(allocations.AllocationWork, node_extras.NodeExtras, ports.PortWork, agent.AgentWork):
     def __init__(self, conf: cfg.ConfigOpts, db: Database | None = None) -> None:
         self.conf = conf
         self.host: str = conf.host
@@ -324,6 +324,8 @@ class Conductor(allocations.AllocationWork, node_extras.NodeExtras, ports.PortWo
             return False
         if state in (states.INSPECTWAIT, states.RESCUEWAIT, states.DEPLOYWAIT, states.DEPLOYHOLD):
             task.process_event("abort", action=action, last_error=f"By request, the {state} operation was aborted")
+            if state in (states.DEPLOYWAIT, states.DEPLOYHOLD):
+                provisioning.stop_ramdisk(task)
             return False
         raise invalid_action(action, task.node)
 

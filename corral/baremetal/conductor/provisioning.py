@@ -14,6 +14,7 @@ from typing import Any
 from corral.baremetal.conductor import allocations, cleaning, steps
 from corral.baremetal.db.nodes import utcnow
 from corral.baremetal.domain import states
+from corral.baremetal.drivers.base import ASYNC
 
 LOG = logging.getLogger(__name__)
 
@@ -48,15 +49,47 @@ def deploy(task: Any, configdrive: Any = None, deploy_steps: list[dict[str, Any]
         task.process_event("fail", last_error=f"Failed to validate deploy steps for node {task.node['uuid']}: "
                                               f"{error}", deploy_step={})
         return
+    run_deploy(task, plan, 0)
+
+
+def run_deploy(task: Any, plan: list[dict[str, Any]], start: int) -> None:
+    """Deploy steps from ``start``: the node ends active, deploy failed, or waiting for the agent."""
     try:
-        steps.run_deploy_steps(task, plan)
+        result = steps.run_deploy_steps(task, plan, start)
     except Exception as error:  # noqa: BLE001 - recorded on the node
-        task.process_event("fail", last_error=f"Deploy step {task.node.get('deploy_step')} failed on node "
-                                              f"{task.node['uuid']}: {error}", deploy_step={})
+        deploy_failed(task, f"Deploy step {task.node.get('deploy_step')} failed on node {task.node['uuid']}: "
+                            f"{error}")
+        return
+    if result == ASYNC:
+        task.process_event("wait")
         return
     task.process_event(
         "done", deploy_step={}, last_error=None, conductor_affinity=task.conductor.conductor_id
     )
+
+
+def continue_deploy(task: Any) -> None:
+    """wait call-back -> deploying: the agent finished what the current step started; run the next ones."""
+    task.process_event("resume")
+    info = task.internal_info
+    run_deploy(task, list(info.get("deploy_steps") or []), int(info.get("deploy_step_index", -1)) + 1)
+
+
+def deploy_failed(task: Any, message: str) -> None:
+    """The deployment failed: record why, stop the ramdisk if one runs (the agent's token goes with it)."""
+    LOG.warning("deployment of node %s failed: %s", task.node["uuid"], message)
+    task.process_event("fail", last_error=message, deploy_step={})
+    stop_ramdisk(task)
+
+
+def stop_ramdisk(task: Any) -> None:
+    """After a failed or aborted deployment: a deploy interface with a ramdisk stops it and forgets its token."""
+    clean_up = getattr(task.driver.deploy, "clean_up", None)
+    if clean_up is not None:
+        try:
+            clean_up(task)
+        except Exception as error:  # noqa: BLE001 - the failure is already recorded
+            LOG.warning("cleaning up after the deployment of node %s: %s", task.node["uuid"], error)
 
 
 def tear_down(task: Any) -> None:

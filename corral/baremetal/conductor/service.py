@@ -71,6 +71,8 @@ class ConductorService:
                 PeriodicTask(self.conductor.heartbeat, group.heartbeat_interval, name="heartbeat"),
                 PeriodicTask(self.conductor.poll_waiting_cleaning, group.clean_step_poll_interval,
                              name="poll_waiting_cleaning"),
+                PeriodicTask(self.conductor.check_deploy_timeouts, group.check_deploy_timeouts_interval,
+                             name="check_deploy_timeouts"),
                 PeriodicTask(self.conductor.sync_power_states, group.sync_power_state_interval,
                              name="sync_power_states"),
                 PeriodicTask(self.conductor.recover_orphans, group.check_provision_state_interval,

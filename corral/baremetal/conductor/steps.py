@@ -87,20 +87,27 @@ def deploy_plan(task: Any, user_steps: Sequence[Mapping[str, Any]] | None) -> li
     return _ordered([step for step in plan.values() if step["priority"] > 0])
 
 
-def run_deploy_steps(task: Any, plan: Sequence[dict[str, Any]]) -> None:
-    """Run the planned steps, each shown as the node's deploy_step while it runs (raises on failure)."""
+def run_deploy_steps(task: Any, plan: Sequence[dict[str, Any]], start: int = 0) -> str | None:
+    """Run the planned steps from ``start``, each shown as the node's deploy_step while it runs.
+
+    Returns ASYNC when a step goes on outside the conductor (the node then
+    waits for the agent); raises on failure.
+    """
     info = task.internal_info
     info["deploy_steps"] = list(plan)
     task.update(driver_internal_info=info)
-    for index, step in enumerate(plan):
+    for index in range(start, len(plan)):
+        step = plan[index]
         info = task.internal_info
         info["deploy_step_index"] = index
         task.update(deploy_step=step, driver_internal_info=info)
-        getattr(task.driver, step["interface"]).execute_deploy_step(task, step)
+        if getattr(task.driver, step["interface"]).execute_deploy_step(task, step) == ASYNC:
+            return ASYNC
     info = task.internal_info
     info["deploy_steps"] = None
     info.pop("deploy_step_index", None)
     task.update(driver_internal_info=info)
+    return None
 
 
 # ------------------------------------------------------------- service

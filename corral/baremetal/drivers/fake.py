@@ -14,6 +14,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
+from corral.baremetal.drivers.agent import AgentDeploy
 from corral.baremetal.drivers.network import FlatNetwork, NoopNetwork
 from corral.baremetal.drivers.storage import CinderStorage, NoopStorage
 from corral.baremetal.drivers.base import (
@@ -303,7 +304,7 @@ FAKE_HARDWARE = HardwareType(
         "bios": [FakeBios],
         "boot": [FakeBoot],
         "console": [FakeConsole],
-        "deploy": [FakeDeploy],
+        "deploy": [FakeDeploy, AgentDeploy],
         "firmware": [FakeFirmware],
         "inspect": [FakeInspect],
         "management": [FakeManagement],

@@ -1,0 +1,246 @@
+"""The ``direct`` deploy interface: the agent in the node's ramdisk writes the image.
+
+Deploying boots the ramdisk (power on through the node's power
+interface) and waits in ``wait call-back`` for the agent's heartbeat;
+then ``standby.prepare_image`` makes the agent download the image from
+its http(s) URL, check its checksum and write it to the node's disk.
+Each heartbeat checks the running command.  Afterwards the agent is shut
+down (or, with ``deploy_forces_oob_reboot``, the disks are synced and
+the power interface turns the node off), the boot device becomes the
+disk and the node is powered on: ``active``.
+
+Cleaning boots the same ramdisk; the agent's clean steps (its hardware
+managers' ``erase_devices_metadata``, ``erase_devices`` ...) are read
+once it heartbeats and run through ``clean.execute_clean_step``.
+
+Deploy steps, in upstream's order: deploy (100), write_image (80),
+prepare_instance_boot (60), tear_down_agent (40), boot_instance (20).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import Any
+from urllib.parse import urlsplit
+
+from oslo_utils import strutils
+
+from corral.baremetal.drivers.agent_client import AgentClient
+from corral.baremetal.db import ports as port_db
+from corral.baremetal.drivers.base import (
+    ASYNC,
+    BaseInterface,
+    InvalidParameterValue,
+    MissingParameterValue,
+    deploy_step,
+)
+
+LOG = logging.getLogger(__name__)
+
+# Keys the agent's work keeps in driver_internal_info; all go when the agent is gone.
+AGENT_KEYS = ("agent_secret_token", "agent_url", "agent_version", "agent_verify_ca", "agent_last_heartbeat",
+              "agent_pending", "agent_cached_clean_steps", "agent_cleaning", "cleaning_pending_start")
+# What the node waits for in "wait call-back"/"clean wait": the ramdisk to boot, or an agent command.
+WAITING_FOR_BOOT = "boot"
+PREPARE_IMAGE = "standby.prepare_image"
+EXECUTE_CLEAN_STEP = "clean.execute_clean_step"
+
+
+def without_agent(info: Mapping[str, Any]) -> dict[str, Any]:
+    kept = dict(info)
+    for key in AGENT_KEYS:
+        kept.pop(key, None)
+    return kept
+
+
+def client_for(task: Any) -> AgentClient:
+    info = task.internal_info
+    url = info.get("agent_url")
+    if not url:
+        raise InvalidParameterValue(f"Agent on node {task.node['uuid']} has not called back yet")
+    return AgentClient(url, info.get("agent_secret_token"), timeout=task.conductor.conf.agent.command_timeout,
+                       verify_ca=info.get("agent_verify_ca"))
+
+
+def _set_info(task: Any, **values: Any) -> None:
+    info = task.internal_info
+    for key, value in values.items():
+        if value is None:
+            info.pop(key, None)
+        else:
+            info[key] = value
+    task.update(driver_internal_info=info)
+
+
+def _power(task: Any, target: str) -> None:
+    task.driver.power.set_power_state(task, target)
+    task.update(power_state=target, target_power_state=None)
+
+
+def image_info(task: Any) -> dict[str, Any]:
+    """What ``standby.prepare_image`` needs, from the node's instance_info."""
+    node = task.node
+    info = node.get("instance_info") or {}
+    source = info.get("image_source")
+    image = {
+        "id": str(source).rstrip("/").rsplit("/", 1)[-1],
+        "urls": [info.get("image_url") or source],
+        "disk_format": info.get("image_disk_format") or "raw",
+        "container_format": info.get("image_container_format") or "bare",
+        "stream_raw_images": task.conductor.conf.agent.stream_raw_images,
+        "node_uuid": node["uuid"],
+        "image_type": info.get("image_type") or "whole-disk",
+    }
+    if info.get("image_os_hash_algo") and info.get("image_os_hash_value"):
+        image["os_hash_algo"] = info["image_os_hash_algo"]
+        image["os_hash_value"] = info["image_os_hash_value"]
+    if info.get("image_checksum"):
+        image["checksum"] = info["image_checksum"]
+    return image
+
+
+class AgentDeploy(BaseInterface):
+    interface_type = "deploy"
+    name = "direct"
+
+    def validate(self, task: Any) -> None:
+        info = task.node.get("instance_info") or {}
+        source = info.get("image_source")
+        if not source:
+            raise MissingParameterValue("Missing the following parameters in node's instance_info: image_source")
+        if urlsplit(str(source)).scheme not in ("http", "https"):
+            raise InvalidParameterValue(
+                f"The direct deploy interface takes images by http(s) URL; image_source {source!r} is not one")
+        if not info.get("image_checksum") and not (info.get("image_os_hash_algo") and info.get("image_os_hash_value")):
+            raise MissingParameterValue(
+                "image_checksum (or image_os_hash_algo and image_os_hash_value) is required in instance_info "
+                "for an image given by URL")
+
+    # ------------------------------------------------------------ deploy
+
+    @deploy_step(priority=100)
+    def deploy(self, task: Any) -> str:
+        """Boot the ramdisk; the deployment goes on when the agent heartbeats."""
+        _set_info(task, **{key: None for key in AGENT_KEYS})
+        _set_info(task, agent_pending=WAITING_FOR_BOOT)
+        task.driver.management.set_boot_device(task, "pxe", persistent=False)
+        _power(task, "power on")
+        return ASYNC
+
+    @deploy_step(priority=80)
+    def write_image(self, task: Any) -> str:
+        configdrive = (task.node.get("instance_info") or {}).get("configdrive")
+        client_for(task).prepare_image(image_info(task), configdrive)
+        _set_info(task, agent_pending=PREPARE_IMAGE)
+        return ASYNC
+
+    @deploy_step(priority=60)
+    def prepare_instance_boot(self, task: Any) -> None:
+        task.driver.management.set_boot_device(task, "disk", persistent=True)
+
+    @deploy_step(priority=40)
+    def tear_down_agent(self, task: Any) -> None:
+        """Stop the ramdisk: the agent shuts the machine down, or (OOB) syncs and the BMC powers it off."""
+        forced = task.node.get("driver_info", {}).get("deploy_forces_oob_reboot")
+        oob = (strutils.bool_from_string(forced) if forced is not None
+               else task.conductor.conf.agent.deploy_forces_oob_reboot)
+        client = client_for(task)
+        try:
+            if oob:
+                client.sync()
+            else:
+                client.power_off()
+        except Exception as error:  # noqa: BLE001 - the power interface finishes the job either way
+            LOG.warning("agent on node %s did not stop cleanly: %s", task.node["uuid"], error)
+        _power(task, "power off")
+        task.update(driver_internal_info=without_agent(task.internal_info))
+
+    @deploy_step(priority=20)
+    def boot_instance(self, task: Any) -> None:
+        _power(task, "power on")
+
+    def tear_down(self, task: Any) -> None:
+        _power(task, "power off")
+        task.update(driver_internal_info=without_agent(task.internal_info))
+
+    def clean_up(self, task: Any) -> None:
+        """After a failed or timed-out deployment: the ramdisk is stopped and its token forgotten."""
+        try:
+            _power(task, "power off")
+        finally:
+            task.update(driver_internal_info=without_agent(task.internal_info))
+
+    # ---------------------------------------------------------- cleaning
+
+    def prepare_cleaning(self, task: Any) -> str:
+        for_cleaning = {key: None for key in AGENT_KEYS if key != "cleaning_pending_start"}
+        _set_info(task, **for_cleaning)
+        _set_info(task, agent_pending=WAITING_FOR_BOOT, agent_cleaning=True)
+        task.driver.management.set_boot_device(task, "pxe", persistent=False)
+        _power(task, "power on")
+        return ASYNC
+
+    def tear_down_cleaning(self, task: Any) -> None:
+        _power(task, "power off")
+        task.update(driver_internal_info=without_agent(task.internal_info))
+
+    def refresh_clean_steps(self, task: Any) -> None:
+        """Read the agent's clean steps (kept until the agent is gone)."""
+        result = client_for(task).get_clean_steps(_agent_node(task), _ports(task))
+        by_manager = (result.get("command_result") or {}).get("clean_steps") or {}
+        steps: dict[str, dict[str, Any]] = {}
+        for manager_steps in by_manager.values():
+            for step in manager_steps:
+                if step.get("interface") != "deploy":
+                    continue
+                known = steps.get(step["step"])
+                if known is None or step.get("priority", 0) > known["priority"]:
+                    steps[step["step"]] = {
+                        "step": step["step"],
+                        "priority": int(step.get("priority") or 0),
+                        "interface": "deploy",
+                        "abortable": bool(step.get("abortable", False)),
+                        "argsinfo": dict(step.get("argsinfo") or {}),
+                        "requires_ramdisk": True,
+                        "reboot_requested": bool(step.get("reboot_requested", False)),
+                    }
+        _set_info(task, agent_cached_clean_steps=list(steps.values()))
+
+    def get_clean_steps(self, task: Any) -> list[dict[str, Any]]:
+        """The agent's steps as last read, with the operator's [deploy] priorities for the erase steps."""
+        cached = (task.node.get("driver_internal_info") or {}).get("agent_cached_clean_steps") or []
+        overrides = {"erase_devices": self.conf.deploy.erase_devices_priority,
+                     "erase_devices_metadata": self.conf.deploy.erase_devices_metadata_priority}
+        steps = []
+        for cached_step in cached:
+            step = {key: value for key, value in cached_step.items() if key != "reboot_requested"}
+            if overrides.get(step["step"]) is not None:
+                step["priority"] = overrides[step["step"]]
+            steps.append(step)
+        return steps
+
+    def execute_clean_step(self, task: Any, step: Mapping[str, Any]) -> str:
+        client_for(task).execute_clean_step(step, _agent_node(task), _ports(task), None)
+        _set_info(task, agent_pending=EXECUTE_CLEAN_STEP)
+        return ASYNC
+
+    def poll_step(self, task: Any, step: Mapping[str, Any]) -> bool:
+        # The agent's heartbeats, not polling, move the step on.
+        return False
+
+
+def _ports(task: Any) -> list[dict[str, Any]]:
+    with task.conductor.db.read() as conn:
+        rows = port_db.ports_of_node(conn, task.node_id)
+    return [{"uuid": row["uuid"], "address": row["address"], "extra": row.get("extra") or {}} for row in rows]
+
+
+def _agent_node(task: Any) -> dict[str, Any]:
+    """The node as the agent's steps read it (JSON values only, no token)."""
+    node = task.node
+    info = dict(node.get("driver_internal_info") or {})
+    info.pop("agent_secret_token", None)
+    return {"uuid": node["uuid"], "properties": node.get("properties") or {},
+            "instance_info": node.get("instance_info") or {}, "driver_internal_info": info,
+            "driver_info": {}, "name": node.get("name")}

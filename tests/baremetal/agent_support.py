@@ -1,0 +1,176 @@
+"""Test machines running the real ironic-python-agent, and an http server for images.
+
+A :class:`TestMachine` is what a node's power button would boot: the
+real agent process (see ``agent_machine``) with a disk file and a MAC.
+Its PATH starts with a directory of stand-ins for the commands that act
+on the machine itself (poweroff, reboot, ``ip link set``, module loading,
+hardware clock): the agent runs them on the host it runs on, and a test
+host must stay up and connected.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import http.server
+import os
+import signal
+import subprocess
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+from corral.core.server import free_port
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+DISK_SIZE = 8 * 1024 * 1024
+SECTOR = 512
+# Commands the agent may run that act on the host as a whole; each stand-in records that it ran.
+_HOST_COMMANDS = ("poweroff", "reboot", "shutdown", "halt", "hwclock", "modprobe", "mdadm", "multipath",
+                  "iscsistart", "chronyd", "ntpdate")
+_IP_STANDIN = """#!/bin/sh
+# Reading addresses and routes is harmless; changing links is not.
+case " $* " in
+  *" set "*|*" del "*|*" add "*|*" flush "*) echo "ip $*" >> "$CORRAL_TEST_MACHINE_EVENTS"; exit 0;;
+esac
+exec /usr/sbin/ip "$@"
+"""
+
+
+ENTRY_POINT_NAME = "corral_test_machine"
+
+
+def install_entry_point(site_dir: Path) -> None:
+    """A dist-info under ``site_dir`` (put on PYTHONPATH) registering the test machine's manager with IPA."""
+    dist = site_dir / "corral_test_machine-1.0.dist-info"
+    dist.mkdir(parents=True, exist_ok=True)
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: corral-test-machine\nVersion: 1.0\n")
+    (dist / "entry_points.txt").write_text(
+        "[ironic_python_agent.hardware_managers]\n"
+        f"{ENTRY_POINT_NAME} = tests.baremetal.agent_machine:TestMachineHardwareManager\n"
+    )
+
+
+def raw_image(payload: bytes, size: int = 4 * 1024 * 1024) -> bytes:
+    """A raw whole-disk image: an MBR with one Linux partition from sector 2048, ``payload`` at 1 MiB."""
+    image = bytearray(size)
+    start, sectors = 2048, size // SECTOR - 2048
+    entry = bytes([0x00, 0, 0, 0, 0x83, 0, 0, 0]) + start.to_bytes(4, "little") + sectors.to_bytes(4, "little")
+    image[446:462] = entry
+    image[510:512] = b"\x55\xaa"
+    image[start * SECTOR:start * SECTOR + len(payload)] = payload
+    return bytes(image)
+
+
+class ImageServer:
+    """Serves a directory over http on 127.0.0.1 (the image store the agent downloads from)."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+        handler = functools.partial(_QuietHandler, directory=str(directory))
+        self._server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread.start()
+
+    def publish(self, name: str, data: bytes) -> tuple[str, str]:
+        """Store an image; returns its URL and sha256."""
+        (self.directory / name).write_bytes(data)
+        return f"{self.url}/{name}", hashlib.sha256(data).hexdigest()
+
+    def stop(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+
+class _QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the base class's name
+        pass
+
+
+class TestMachine:
+    __test__ = False  # not a test class
+
+    def __init__(self, root: Path, name: str, mac: str, *, disk_fill: bytes = b"\xaa") -> None:
+        self.name = name
+        self.mac = mac
+        self.root = root / name
+        self.root.mkdir(parents=True, exist_ok=True)
+        self.backing_file = self.root / "disk.img"
+        self.backing_file.write_bytes(disk_fill * DISK_SIZE)
+        # The machine's disk: a loop device over the file, so that the agent's disk tools (lsblk,
+        # blkid, parted) see the block device they expect.
+        attached = subprocess.run(["losetup", "--find", "--show", str(self.backing_file)], check=True,
+                                  capture_output=True, text=True)
+        self.disk = Path(attached.stdout.strip())
+        self.events = self.root / "host-commands.log"
+        self.events.write_text("")
+        self.log_path = self.root / "agent.log"
+        self._bin = self.root / "bin"
+        self._site = self.root / "site"
+        self._config_dir = self.root / "etc"
+        self._config_dir.mkdir(exist_ok=True)
+        self._bin.mkdir(exist_ok=True)
+        for command in _HOST_COMMANDS:
+            standin = self._bin / command
+            standin.write_text(f'#!/bin/sh\necho "{command} $*" >> "$CORRAL_TEST_MACHINE_EVENTS"\nexit 0\n')
+            standin.chmod(0o755)
+        (self._bin / "ip").write_text(_IP_STANDIN)
+        (self._bin / "ip").chmod(0o755)
+        install_entry_point(self._site)
+        self.process: subprocess.Popen[bytes] | None = None
+        self.port = 0
+
+    def power_on(self, api_url: str, *extra: str, tls: bool = False) -> TestMachine:
+        """Boot the ramdisk: start the agent (a fresh one each boot); with ``tls`` it serves https."""
+        self.power_off()
+        self.port = free_port()
+        env = {
+            **os.environ,
+            "PATH": f"{self._bin}:{os.environ.get('PATH', '/usr/bin:/bin')}",
+            "PYTHONPATH": os.pathsep.join([str(REPO_ROOT), str(self._site)]),
+            "CORRAL_TEST_MACHINE_MAC": self.mac,
+            "CORRAL_TEST_MACHINE_DISK": str(self.disk),
+            "CORRAL_TEST_MACHINE_EVENTS": str(self.events),
+            "CORRAL_TEST_MACHINE_DIR": str(self.root),
+        }
+        args = [
+            sys.executable, "-m", "tests.baremetal.agent_machine",
+            "--config-dir", str(self._config_dir),
+            "--api_url", api_url,
+            "--listen_host", "127.0.0.1", "--listen_port", str(self.port),
+            "--advertise_host", "127.0.0.1", "--advertise_port", str(self.port),
+            "--enable_auto_tls" if tls else "--noenable_auto_tls", "--nocollect_lldp",
+            "--lookup_timeout", "120", "--lookup_interval", "1",
+            "--image_download_connection_retries", "0",
+            "--log-file", str(self.log_path),
+            *extra,
+        ]
+        log = open(self.root / "agent.stdout", "ab")
+        self.process = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=self.root,
+                                        start_new_session=True)
+        log.close()
+        return self
+
+    def power_off(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait(timeout=30)
+        self.process = None
+
+    def dispose(self) -> None:
+        """Power off for good and give the loop device back."""
+        self.power_off()
+        subprocess.run(["losetup", "--detach", str(self.disk)], check=False)
+
+    def log(self) -> str:
+        text = ""
+        for path in (self.log_path, self.root / "agent.stdout"):
+            if path.exists():
+                text += path.read_text(errors="replace")[-8000:]
+        return text
+
+    def disk_bytes(self) -> bytes:
+        with open(self.disk, "rb") as disk:
+            return disk.read()

@@ -1,0 +1,167 @@
+"""Two conductor processes deploy with the real agent: four nodes at once, and a takeover.
+
+Four nodes spread over two ``corral serve --role conductor`` processes
+are deployed at the same time by four agent processes.  Then a conductor
+is killed (SIGKILL) while its node waits for the agent: the hash ring
+gives the node to the survivor, which answers the agent's lookup and
+heartbeats and finishes the deployment.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from corral.baremetal.api.app import build_state, make_app
+from corral.baremetal.db.schema import TREE
+from corral.core import config, migrations
+from corral.core.db import create_engine
+from corral.core.server import ThreadedServer
+from tests.baremetal.agent_support import ImageServer, TestMachine, raw_image
+from tests.baremetal.support import wait_for, wait_for_state
+from tests.baremetal.test_agent import PAYLOAD, enroll, set_image
+from tests.support.databases import DatabaseFactory
+from tests.support.http import ApiClient
+from tests.support.process import CorralProcess, write_config
+
+pytestmark = pytest.mark.slow
+
+HEARTBEAT_TIMEOUT = 3
+HOSTS = ("cond-a", "cond-b")
+AGENT_TIMEOUT = 150
+
+
+def _sections(url: str, host: str) -> dict[str, dict[str, Any]]:
+    return {
+        "DEFAULT": {"host": host},
+        "baremetal_database": {"connection": url},
+        "corral_database": {"max_pool_size": 4, "max_overflow": 4},
+        "api": {"auth_strategy": "noauth2", "ramdisk_heartbeat_timeout": 5},
+        "json_rpc": {"host_ip": "127.0.0.1", "port": 0, "timeout": 20},
+        "conductor": {
+            "heartbeat_interval": 0.5,
+            "heartbeat_timeout": HEARTBEAT_TIMEOUT,
+            "check_provision_state_interval": 0.5,
+            "check_deploy_timeouts_interval": 1,
+            "deploy_callback_timeout": 120,
+            "sync_power_state_interval": 0,
+            "clean_step_poll_interval": 0.5,
+            "node_locked_retry_attempts": 3,
+        },
+    }
+
+
+class Cluster:
+    def __init__(self, url: str, tmp: Path) -> None:
+        engine = create_engine(url)
+        migrations.upgrade(engine, TREE)
+        engine.dispose()
+        self.processes: dict[str, CorralProcess] = {}
+        for host in HOSTS:
+            config_file = write_config(tmp / f"{host}.conf", _sections(url, host))
+            data_dir = tmp / host
+            data_dir.mkdir()
+            self.processes[host] = CorralProcess(config_file, data_dir, role="conductor",
+                                                 extra_args=["--no-migrate"]).start()
+        conf = config.make_conf(state_path=str(tmp), overrides=_sections(url, "api-host"))
+        self.state = build_state(conf)
+        self.server = ThreadedServer(make_app(conf, self.state)).start()
+        self.url = self.server.url
+        self.client = ApiClient(self.url, {"X-Auth-Token": "admin", "X-OpenStack-Ironic-API-Version": "latest"})
+        wait_for(lambda: self.alive() == set(HOSTS), timeout=60)
+
+    def alive(self) -> set[str]:
+        conductors = self.client.get("/v1/conductors").json()["conductors"]
+        return {conductor["hostname"] for conductor in conductors if conductor["alive"]}
+
+    def stop(self) -> None:
+        self.server.stop()
+        for process in self.processes.values():
+            process.stop()
+        self.state.rpc.close()
+        self.state.db.dispose()
+
+
+@pytest.fixture
+def cluster(backend: str, database_factory: DatabaseFactory, tmp_path: Path) -> Iterator[Cluster]:
+    running = Cluster(database_factory.new_url("bmagent"), tmp_path)
+    try:
+        yield running
+    finally:
+        running.stop()
+
+
+@pytest.fixture
+def images(tmp_path: Path) -> Iterator[ImageServer]:
+    directory = tmp_path / "images"
+    directory.mkdir()
+    server = ImageServer(directory)
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def machines() -> Iterator[list[TestMachine]]:
+    made: list[TestMachine] = []
+    yield made
+    for machine in made:
+        machine.dispose()
+
+
+def _settled(cluster: Cluster, name: str, state: str, machine: TestMachine) -> dict[str, Any]:
+    try:
+        return wait_for_state(cluster.client, name, state, timeout=AGENT_TIMEOUT)
+    except AssertionError as error:
+        logs = "\n".join(process.log()[-3000:] for process in cluster.processes.values())
+        raise AssertionError(f"{error}\nagent log:\n{machine.log()[-4000:]}\nconductors:\n{logs}") from None
+
+
+@pytest.mark.backends("postgresql", "mysql")
+def test_two_conductors_deploy_four_nodes_and_take_over_a_waiting_one(
+        cluster: Cluster, images: ImageServer, tmp_path: Path, machines: list[TestMachine]) -> None:
+    client = cluster.client
+    image = raw_image(PAYLOAD)
+    url, sha256 = images.publish("ha.img", image)
+    names = [f"ha{index}" for index in range(5)]
+    by_name = {}
+    for index, name in enumerate(names):
+        machine = TestMachine(tmp_path / "machines", name, f"52:54:00:00:02:{index:02x}")
+        machines.append(machine)
+        by_name[name] = machine
+        enroll(client, name, machine.mac, automated_clean=False)
+        client.put(f"/v1/nodes/{name}/states/provision", json={"target": "provide"})
+        wait_for_state(client, name, "available", timeout=60)
+        set_image(client, name, url, sha256)
+
+    # Four deployments at once, over both conductors.
+    four = names[:4]
+    for name in four:
+        assert client.put(f"/v1/nodes/{name}/states/provision", json={"target": "active"}).status_code == 202
+    for name in four:
+        wait_for(lambda name=name: client.get(f"/v1/nodes/{name}").json()["provision_state"] == "wait call-back",
+                 timeout=60)
+        by_name[name].power_on(cluster.url)
+    deployed = [_settled(cluster, name, "active", by_name[name]) for name in four]
+    assert {node["conductor"] for node in deployed} == set(HOSTS)
+    for name, node in zip(four, deployed):
+        assert node["last_error"] is None and node["power_state"] == "power on"
+        assert by_name[name].disk_bytes()[:len(image)] == image
+
+    # The fifth node's conductor dies while the node waits for its agent.
+    last = names[4]
+    owner = client.get(f"/v1/nodes/{last}").json()["conductor"]
+    survivor = next(host for host in HOSTS if host != owner)
+    client.put(f"/v1/nodes/{last}/states/provision", json={"target": "active"})
+    waiting = wait_for(lambda: (n := client.get(f"/v1/nodes/{last}").json())["provision_state"] == "wait call-back"
+                       and n["reservation"] is None and n, timeout=60)
+    assert waiting["conductor"] == owner
+    cluster.processes[owner].kill()
+    by_name[last].power_on(cluster.url)
+    wait_for(lambda: cluster.alive() == {survivor}, timeout=HEARTBEAT_TIMEOUT * 10)
+    finished = _settled(cluster, last, "active", by_name[last])
+    assert finished["conductor"] == survivor
+    assert finished["last_error"] is None
+    assert by_name[last].disk_bytes()[:len(image)] == image
