@@ -28,7 +28,7 @@ DEFAULT_OPTS = [
     ),
     cfg.ListOpt(
         "enabled_deploy_interfaces",
-        default=["fake", "ramdisk"],
+        default=["fake", "direct", "ramdisk"],
         help="Deploy interfaces nodes may use; a node without one gets the first its hardware type "
         "supports among these.",
     ),
@@ -262,7 +262,7 @@ DEPLOY_OPTS = [
 
 
 # Upstream's [deploy] priorities of the agent's erase steps (unset: the agent's own).
-DEPLOY_OPTS = [
+AGENT_DEPLOY_OPTS = [
     cfg.IntOpt("erase_devices_priority", min=0,
                help="Priority of the agent's erase_devices clean step (0 disables it in automated cleaning)."),
     cfg.IntOpt("erase_devices_metadata_priority", min=0,
@@ -281,7 +281,7 @@ def register_opts(conf: cfg.ConfigOpts) -> None:
     conf.register_opts(FAKE_OPTS, group="fake")
     conf.register_opts(RAMDISK_API_OPTS, group="api")
     conf.register_opts(AGENT_OPTS, group="agent")
-    conf.register_opts(DEPLOY_OPTS, group="deploy")
+    conf.register_opts(AGENT_DEPLOY_OPTS, group="deploy")
     conf.register_opts(REDFISH_OPTS, group="redfish")
     conf.register_opts(DEPLOY_OPTS, group="deploy")
 
