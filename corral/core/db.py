@@ -85,16 +85,42 @@ def create_engine(
         connect_args["connect_timeout"] = max(1, int(connect_timeout))
     if backend == "mysql" and parsed.query.get("charset") is None:
         parsed = parsed.update_query_dict({"charset": "utf8mb4"})
-    return sa.create_engine(
+    engine = sa.create_engine(
         parsed,
         pool_size=pool_size,
         max_overflow=max_overflow,
-        pool_pre_ping=True,
         pool_recycle=3600,
         isolation_level="READ COMMITTED",
         connect_args=connect_args,
         **kwargs,
     )
+    _ping_idle_connections(engine)
+    return engine
+
+
+# A pooled connection unused for longer than this is tested before it is
+# handed out.  Pinging every checkout (SQLAlchemy's pool_pre_ping) costs one
+# round trip per transaction; a connection that was used a moment ago is
+# almost certainly still open, and if the server did drop it the statement
+# fails, SQLAlchemy invalidates the pool and the next checkout reconnects.
+IDLE_BEFORE_PING = 5.0
+
+
+def _ping_idle_connections(engine: Engine) -> None:
+    @event.listens_for(engine, "checkin")
+    def _on_checkin(_dbapi_connection: Any, record: Any) -> None:
+        record.info["checked_in_at"] = time.monotonic()
+
+    @event.listens_for(engine, "checkout")
+    def _on_checkout(dbapi_connection: Any, record: Any, _proxy: Any) -> None:
+        returned = record.info.get("checked_in_at")
+        if returned is None or time.monotonic() - returned < IDLE_BEFORE_PING:
+            return
+        try:
+            engine.dialect.do_ping(dbapi_connection)
+        except Exception as error:  # noqa: BLE001 - any failure means "reconnect"
+            # The pool discards this connection and checks out another.
+            raise exc.DisconnectionError(f"stale pooled connection: {error}") from error
 
 
 def _create_sqlite_engine(parsed: sa.URL, busy_timeout: int, **kwargs: Any) -> Engine:
