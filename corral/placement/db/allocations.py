@@ -29,7 +29,7 @@ from corral.placement.db import catalog, consumers
 from corral.placement.db.tables import allocations, inventories, resource_classes, resource_providers
 from corral.placement.domain import allocations as rules
 from corral.placement.domain.allocations import ConsumerAllocations
-from corral.placement.domain.inventory import FIELDS, Inventory
+from corral.placement.domain.inventory import FIELDS, MAX_INT, Inventory
 
 _rp = resource_providers
 
@@ -281,8 +281,16 @@ def _rows(
 
 
 def _is_new_consumer_claim(request: ConsumerAllocations) -> bool:
-    """A claim for a consumer the caller says is new (1.28+, generation null)."""
-    return request.check_generation and request.generation is None and bool(request.allocations)
+    """A claim for a consumer the caller says is new (1.28+, generation null).
+
+    Amounts no inventory can hold (beyond a 32-bit column) take the general
+    path, which refuses them for want of capacity before writing anything.
+    """
+    return (
+        request.check_generation and request.generation is None and bool(request.allocations)
+        and all(type(amount) is int and 0 < amount <= MAX_INT
+                for amounts in request.allocations.values() for amount in amounts.values())
+    )
 
 
 def _claim_new_consumers_pg(
