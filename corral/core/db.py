@@ -17,6 +17,7 @@ import contextlib
 import logging
 import os
 import random
+import threading
 import time
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
@@ -250,6 +251,10 @@ def _mysql_errno(orig: BaseException | None) -> int | None:
     return args[0] if args and isinstance(args[0], int) else None
 
 
+# How long a writer waits behind the other writers of its process on SQLite.
+SQLITE_LOCAL_QUEUE_TIMEOUT = 30.0
+
+
 class Database:
     """One database: an engine, a read path and a retried write path."""
 
@@ -258,6 +263,25 @@ class Database:
         self.backend = engine.dialect.name
         self.max_retries = max_retries
         self._writer = engine.execution_options(sqlite_begin="IMMEDIATE")
+        # SQLite lets one writer in at a time and makes the others wait in
+        # its busy handler, which sleeps for up to 100 ms between tries.
+        # Writers of one process queue on this lock instead, and are woken
+        # the moment the one before them commits.
+        self._local_writers = threading.RLock() if self.backend == "sqlite" else None
+
+    @contextlib.contextmanager
+    def _queue_for_writing(self) -> Iterator[None]:
+        lock = self._local_writers
+        if lock is None:
+            yield
+            return
+        # Past SQLite's own busy timeout, go on and let SQLite decide.
+        acquired = lock.acquire(timeout=SQLITE_LOCAL_QUEUE_TIMEOUT)
+        try:
+            yield
+        finally:
+            if acquired:
+                lock.release()
 
     @classmethod
     def from_url(cls, url: str, *, max_retries: int = 20, **engine_kwargs: Any) -> Database:
@@ -273,7 +297,7 @@ class Database:
     @contextlib.contextmanager
     def transaction(self) -> Iterator[Connection]:
         """One write transaction, without retries (see :meth:`write`)."""
-        with self._writer.begin() as conn:
+        with self._queue_for_writing(), self._writer.begin() as conn:
             yield conn
 
     def write(self, work: Callable[..., T], *args: Any, **kwargs: Any) -> T:
@@ -286,7 +310,7 @@ class Database:
         attempt = 0
         while True:
             try:
-                with self._writer.begin() as conn:
+                with self._queue_for_writing(), self._writer.begin() as conn:
                     return work(conn, *args, **kwargs)
             except exc.DBAPIError as error:
                 if not is_retriable(error) or attempt >= self.max_retries:
