@@ -17,6 +17,7 @@ import contextlib
 import logging
 import os
 import random
+import threading
 import time
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
@@ -85,16 +86,42 @@ def create_engine(
         connect_args["connect_timeout"] = max(1, int(connect_timeout))
     if backend == "mysql" and parsed.query.get("charset") is None:
         parsed = parsed.update_query_dict({"charset": "utf8mb4"})
-    return sa.create_engine(
+    engine = sa.create_engine(
         parsed,
         pool_size=pool_size,
         max_overflow=max_overflow,
-        pool_pre_ping=True,
         pool_recycle=3600,
         isolation_level="READ COMMITTED",
         connect_args=connect_args,
         **kwargs,
     )
+    _ping_idle_connections(engine)
+    return engine
+
+
+# A pooled connection unused for longer than this is tested before it is
+# handed out.  Pinging every checkout (SQLAlchemy's pool_pre_ping) costs one
+# round trip per transaction; a connection that was used a moment ago is
+# almost certainly still open, and if the server did drop it the statement
+# fails, SQLAlchemy invalidates the pool and the next checkout reconnects.
+IDLE_BEFORE_PING = 5.0
+
+
+def _ping_idle_connections(engine: Engine) -> None:
+    @event.listens_for(engine, "checkin")
+    def _on_checkin(_dbapi_connection: Any, record: Any) -> None:
+        record.info["checked_in_at"] = time.monotonic()
+
+    @event.listens_for(engine, "checkout")
+    def _on_checkout(dbapi_connection: Any, record: Any, _proxy: Any) -> None:
+        returned = record.info.get("checked_in_at")
+        if returned is None or time.monotonic() - returned < IDLE_BEFORE_PING:
+            return
+        try:
+            engine.dialect.do_ping(dbapi_connection)
+        except Exception as error:  # noqa: BLE001 - any failure means "reconnect"
+            # The pool discards this connection and checks out another.
+            raise exc.DisconnectionError(f"stale pooled connection: {error}") from error
 
 
 def _create_sqlite_engine(parsed: sa.URL, busy_timeout: int, **kwargs: Any) -> Engine:
@@ -224,6 +251,10 @@ def _mysql_errno(orig: BaseException | None) -> int | None:
     return args[0] if args and isinstance(args[0], int) else None
 
 
+# How long a writer waits behind the other writers of its process on SQLite.
+SQLITE_LOCAL_QUEUE_TIMEOUT = 30.0
+
+
 class Database:
     """One database: an engine, a read path and a retried write path."""
 
@@ -232,6 +263,25 @@ class Database:
         self.backend = engine.dialect.name
         self.max_retries = max_retries
         self._writer = engine.execution_options(sqlite_begin="IMMEDIATE")
+        # SQLite lets one writer in at a time and makes the others wait in
+        # its busy handler, which sleeps for up to 100 ms between tries.
+        # Writers of one process queue on this lock instead, and are woken
+        # the moment the one before them commits.
+        self._local_writers = threading.RLock() if self.backend == "sqlite" else None
+
+    @contextlib.contextmanager
+    def _queue_for_writing(self) -> Iterator[None]:
+        lock = self._local_writers
+        if lock is None:
+            yield
+            return
+        # Past SQLite's own busy timeout, go on and let SQLite decide.
+        acquired = lock.acquire(timeout=SQLITE_LOCAL_QUEUE_TIMEOUT)
+        try:
+            yield
+        finally:
+            if acquired:
+                lock.release()
 
     @classmethod
     def from_url(cls, url: str, *, max_retries: int = 20, **engine_kwargs: Any) -> Database:
@@ -247,7 +297,7 @@ class Database:
     @contextlib.contextmanager
     def transaction(self) -> Iterator[Connection]:
         """One write transaction, without retries (see :meth:`write`)."""
-        with self._writer.begin() as conn:
+        with self._queue_for_writing(), self._writer.begin() as conn:
             yield conn
 
     def write(self, work: Callable[..., T], *args: Any, **kwargs: Any) -> T:
@@ -260,7 +310,7 @@ class Database:
         attempt = 0
         while True:
             try:
-                with self._writer.begin() as conn:
+                with self._queue_for_writing(), self._writer.begin() as conn:
                     return work(conn, *args, **kwargs)
             except exc.DBAPIError as error:
                 if not is_retriable(error) or attempt >= self.max_retries:

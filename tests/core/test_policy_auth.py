@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import os
 from pathlib import Path
 
 import bcrypt
@@ -62,6 +63,22 @@ def test_policy_file_overrides_a_rule(tmp_path: Path) -> None:
     enforcer = _enforcer(tmp_path, policy_file=str(path))
     assert enforcer.allows(_ctx(("member",), system="all"), "toy:list")
     assert not enforcer.allows(_ctx(("reader",), system="all"), "toy:list")
+
+
+def test_remembered_decisions_follow_a_changed_policy_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = tmp_path / "policy.yaml"
+    path.write_text('"toy:list": "role:member"\n')
+    enforcer = _enforcer(tmp_path, policy_file=str(path))
+    member = _ctx(("member",), system="all")
+    assert enforcer.allows(member, "toy:list")
+    assert enforcer.allows(member, "toy:list")  # remembered
+    path.write_text('"toy:list": "role:reader"\n')
+    stat = path.stat()
+    os.utime(path, (stat.st_atime, stat.st_mtime + 10))  # a visibly newer file
+    # The file is looked at again once the check interval has passed.
+    monkeypatch.setattr("corral.core.policy.RULES_CHECK_INTERVAL", 0.0)
+    assert not enforcer.allows(member, "toy:list")
+    assert enforcer.allows(_ctx(("reader",), system="all"), "toy:list")
 
 
 def _request(header: str | None) -> falcon.Request:

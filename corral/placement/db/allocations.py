@@ -6,6 +6,14 @@ order, so concurrent writers cannot deadlock on them), re-reads usage under
 those locks, checks capacity and writes.  Because the capacity check runs
 while the provider rows are locked, two writers can never both fit into
 the same free space.
+
+The statements of the write path are built once, with bind parameters, so
+that a request pays neither for building them nor for SQLAlchemy's cache
+key.  On PostgreSQL the usual claim (new consumers, generation ``null``)
+takes two statements inside the transaction: one locks the providers, one
+creates the consumer, inserts the allocations, bumps the providers'
+generations and returns the capacity as it was just before (all parts of
+one statement see the same snapshot, taken after the locks were granted).
 """
 
 from __future__ import annotations
@@ -21,31 +29,158 @@ from corral.placement.db import catalog, consumers
 from corral.placement.db.tables import allocations, inventories, resource_classes, resource_providers
 from corral.placement.domain import allocations as rules
 from corral.placement.domain.allocations import ConsumerAllocations
-from corral.placement.domain.inventory import FIELDS, Inventory
+from corral.placement.domain.inventory import FIELDS, MAX_INT, Inventory
+
+_rp = resource_providers
+
+# SELECT id, uuid FROM resource_providers WHERE uuid IN (:wanted)
+# UNION ALL
+# SELECT DISTINCT resource_provider_id, NULL FROM allocations WHERE consumer_id IN (:consumers)
+_PROVIDERS_AND_CURRENT = sa.union_all(
+    sa.select(_rp.c.id, _rp.c.uuid).where(_rp.c.uuid.in_(sa.bindparam("wanted", expanding=True))),
+    sa.select(allocations.c.resource_provider_id, sa.null())
+    .where(allocations.c.consumer_id.in_(sa.bindparam("consumers", expanding=True)))
+    .distinct(),
+)
+
+# The same in one statement that also locks every row it returns, lowest id
+# first (PostgreSQL locks the rows after sorting them):
+# SELECT rp.id, rp.uuid, rp.id IN (SELECT resource_provider_id FROM allocations
+#                                  WHERE consumer_id IN (:consumers)) AS in_use
+# FROM resource_providers rp
+# WHERE rp.uuid IN (:wanted)
+#    OR rp.id IN (SELECT resource_provider_id FROM allocations WHERE consumer_id IN (:consumers))
+# ORDER BY rp.id FOR UPDATE
+_in_use_ids = sa.select(allocations.c.resource_provider_id).where(
+    allocations.c.consumer_id.in_(sa.bindparam("consumers", expanding=True))
+)
+_LOCK_PROVIDERS_AND_CURRENT = (
+    sa.select(_rp.c.id, _rp.c.uuid, _rp.c.id.in_(_in_use_ids).label("in_use"))
+    .where(sa.or_(_rp.c.uuid.in_(sa.bindparam("wanted", expanding=True)), _rp.c.id.in_(_in_use_ids)))
+    .order_by(_rp.c.id)
+    .with_for_update(of=_rp)
+)
+
+# SELECT id FROM resource_providers WHERE id IN (:ids) ORDER BY id FOR UPDATE
+_LOCK_PROVIDERS = (
+    sa.select(_rp.c.id).where(_rp.c.id.in_(sa.bindparam("ids", expanding=True))).order_by(_rp.c.id).with_for_update()
+)
+
+# SELECT DISTINCT resource_provider_id FROM allocations WHERE consumer_id IN (:uuids)
+_PROVIDERS_OF_CONSUMERS = (
+    sa.select(allocations.c.resource_provider_id)
+    .where(allocations.c.consumer_id.in_(sa.bindparam("uuids", expanding=True)))
+    .distinct()
+)
+
+_used = (
+    sa.select(
+        allocations.c.resource_provider_id, allocations.c.resource_class_id,
+        sa.func.sum(allocations.c.used).label("used"),
+    )
+    .where(allocations.c.resource_provider_id.in_(sa.bindparam("ids", expanding=True)))
+    .group_by(allocations.c.resource_provider_id, allocations.c.resource_class_id)
+    .subquery()
+)
+# SELECT inv.resource_provider_id, inv.resource_class_id, inv.total, ..., COALESCE(u.used, 0)
+# FROM inventories inv LEFT JOIN (SELECT resource_provider_id, resource_class_id, SUM(used) AS used
+#                                 FROM allocations WHERE resource_provider_id IN (:ids)
+#                                 GROUP BY resource_provider_id, resource_class_id) u
+#   ON u.resource_provider_id = inv.resource_provider_id AND u.resource_class_id = inv.resource_class_id
+# WHERE inv.resource_provider_id IN (:ids)
+_CAPACITY = (
+    sa.select(
+        inventories.c.resource_provider_id, inventories.c.resource_class_id,
+        *(inventories.c[name] for name in FIELDS), sa.func.coalesce(_used.c.used, 0),
+    )
+    .select_from(
+        inventories.outerjoin(
+            _used,
+            sa.and_(
+                _used.c.resource_provider_id == inventories.c.resource_provider_id,
+                _used.c.resource_class_id == inventories.c.resource_class_id,
+            ),
+        )
+    )
+    .where(inventories.c.resource_provider_id.in_(sa.bindparam("ids", expanding=True)))
+)
+
+# DELETE FROM allocations WHERE consumer_id IN (:uuids)
+_DELETE_FOR_CONSUMERS = allocations.delete().where(allocations.c.consumer_id.in_(sa.bindparam("uuids", expanding=True)))
+
+# INSERT INTO allocations (resource_provider_id, consumer_id, resource_class_id, used, created_at) VALUES ...
+_INSERT = allocations.insert()
+
+# UPDATE resource_providers SET generation = generation + 1, updated_at = :now WHERE id IN (:ids)
+_BUMP_PROVIDERS = (
+    _rp.update()
+    .where(_rp.c.id.in_(sa.bindparam("ids", expanding=True)))
+    .values(generation=_rp.c.generation + 1, updated_at=sa.bindparam("now"))
+)
+
+# PostgreSQL: new consumers' claims, written in one statement once the
+# providers are locked.  The outer SELECT sees the allocations as they were
+# before this statement (the inserts of a WITH are invisible to it), so it
+# returns the capacity to check; a failed check rolls everything back.
+# PostgreSQL runs every data-modifying part of a WITH to completion, read
+# or not.
+_CLAIM_NEW_CONSUMERS_PG = sa.text("""
+WITH new_consumers AS (
+    INSERT INTO consumers (uuid, project_id, user_id, consumer_type_id, generation, created_at)
+    SELECT uuid, project_id, user_id, consumer_type_id, 1, :now
+    FROM unnest(CAST(:consumer_uuids AS varchar[]), CAST(:project_ids AS integer[]),
+                CAST(:user_ids AS integer[]), CAST(:type_ids AS integer[]))
+         AS wanted(uuid, project_id, user_id, consumer_type_id)
+    ON CONFLICT DO NOTHING
+    RETURNING id
+), new_allocations AS (
+    INSERT INTO allocations (resource_provider_id, consumer_id, resource_class_id, used, created_at)
+    SELECT provider_id, consumer_uuid, class_id, used, :now
+    FROM unnest(CAST(:row_providers AS integer[]), CAST(:row_consumers AS varchar[]),
+                CAST(:row_classes AS integer[]), CAST(:row_amounts AS integer[]))
+         AS wanted(provider_id, consumer_uuid, class_id, used)
+    RETURNING id
+), bumped AS (
+    UPDATE resource_providers SET generation = generation + 1, updated_at = :now
+    WHERE id = ANY(CAST(:provider_ids AS integer[]))
+    RETURNING id
+)
+SELECT inv.resource_provider_id, inv.resource_class_id,
+       inv.total, inv.reserved, inv.min_unit, inv.max_unit, inv.step_size, inv.allocation_ratio,
+       COALESCE((SELECT SUM(a.used) FROM allocations a
+                 WHERE a.resource_provider_id = inv.resource_provider_id
+                   AND a.resource_class_id = inv.resource_class_id), 0) AS used,
+       (SELECT count(*) FROM new_consumers) AS consumers_created
+FROM inventories inv
+WHERE inv.resource_provider_id = ANY(CAST(:provider_ids AS integer[]))
+""")
 
 
 def _resolve_providers(
-    conn: Connection, requests: list[ConsumerAllocations]
+    conn: Connection, wanted: list[str], consumer_uuids: list[str]
 ) -> tuple[dict[str, int], set[int]]:
-    """uuid -> id of the providers named in the requests, and the ids the consumers use now."""
-    wanted = sorted({uuid for request in requests for uuid in request.allocations})
-    consumer_uuids = [request.consumer_uuid for request in requests]
-    # SELECT id, uuid FROM resource_providers WHERE uuid IN (:wanted)
-    # UNION ALL
-    # SELECT DISTINCT resource_provider_id, NULL FROM allocations WHERE consumer_id IN (:consumers)
-    named = sa.select(resource_providers.c.id, resource_providers.c.uuid).where(resource_providers.c.uuid.in_(wanted))
-    in_use = (
-        sa.select(allocations.c.resource_provider_id, sa.null())
-        .where(allocations.c.consumer_id.in_(consumer_uuids))
-        .distinct()
-    )
+    """uuid -> id of the providers named in the requests, and the ids the consumers use now.
+
+    On PostgreSQL (and MySQL) all those providers are locked as well.
+    """
     found: dict[str, int] = {}
     current: set[int] = set()
-    for ident, uuid in conn.execute(sa.union_all(named, in_use)):
-        if uuid is None:
-            current.add(ident)
-        else:
-            found[uuid] = ident
+    params = {"wanted": wanted, "consumers": consumer_uuids}
+    if conn.dialect.name == "postgresql":
+        for ident, uuid, in_use in conn.execute(_LOCK_PROVIDERS_AND_CURRENT, params):
+            if in_use:
+                current.add(ident)
+            if uuid in wanted:
+                found[uuid] = ident
+    else:
+        for ident, uuid in conn.execute(_PROVIDERS_AND_CURRENT, params):
+            if uuid is None:
+                current.add(ident)
+            else:
+                found[uuid] = ident
+        # Providers are locked before consumers are touched, always lowest
+        # id first, so that concurrent writers queue instead of deadlocking.
+        lock_providers(conn, set(found.values()) | current)
     for uuid in wanted:
         if uuid not in found:
             raise errors.BadRequest(f"Allocation for resource provider '{uuid}' that does not exist.")
@@ -65,11 +200,19 @@ def _claim_consumer(
     conn: Connection, request: ConsumerAllocations, now: datetime.datetime, cache: consumers.IdCache | None
 ) -> None:
     """Check and advance the consumer's generation (creating its record if needed)."""
-    current = consumers.get(conn, request.consumer_uuid)
-    rules.check_generation(request, current.generation if current else None)
     project = consumers.project_id(conn, request.project_id, now, cache)
     user = consumers.user_id(conn, request.user_id, now, cache)
     type_id = consumers.consumer_type_id(conn, request.consumer_type, now, cache)
+    if request.check_generation and request.generation is None:
+        # A consumer the caller believes new: try to create it straight
+        # away; only when that fails is the stored one read, for the 409.
+        if consumers.create(conn, request.consumer_uuid, project=project, user=user, consumer_type=type_id, now=now):
+            return
+        existing = consumers.get(conn, request.consumer_uuid)
+        rules.check_generation(request, existing.generation if existing else None)
+        raise rules.concurrent_consumer_update(request.consumer_uuid)
+    current = consumers.get(conn, request.consumer_uuid)
+    rules.check_generation(request, current.generation if current else None)
     if current is None:
         if not consumers.create(conn, request.consumer_uuid, project=project, user=user, consumer_type=type_id, now=now):
             raise rules.concurrent_consumer_update(request.consumer_uuid)
@@ -80,67 +223,27 @@ def _claim_consumer(
 
 
 def _existing_provider_ids(conn: Connection, consumer_uuids: list[str]) -> set[int]:
-    # SELECT DISTINCT resource_provider_id FROM allocations WHERE consumer_id IN (:uuids)
-    query = sa.select(allocations.c.resource_provider_id).where(allocations.c.consumer_id.in_(consumer_uuids)).distinct()
-    return set(conn.execute(query).scalars())
+    return set(conn.execute(_PROVIDERS_OF_CONSUMERS, {"uuids": consumer_uuids}).scalars())
 
 
 def lock_providers(conn: Connection, provider_ids: set[int]) -> None:
     """Row-lock the providers, lowest id first (SQLite's write lock already serializes)."""
     if not provider_ids or conn.dialect.name == "sqlite":
         return
-    # SELECT id FROM resource_providers WHERE id IN (:ids) ORDER BY id FOR UPDATE
-    conn.execute(
-        sa.select(resource_providers.c.id)
-        .where(resource_providers.c.id.in_(sorted(provider_ids)))
-        .order_by(resource_providers.c.id)
-        .with_for_update()
-    ).all()
+    conn.execute(_LOCK_PROVIDERS, {"ids": sorted(provider_ids)}).all()
 
 
 def _capacity_rows(conn: Connection, provider_ids: list[int]) -> dict[tuple[int, int], tuple[Inventory, int]]:
     """(provider id, class id) -> (inventory, amount in use) for the providers."""
-    used = (
-        sa.select(
-            allocations.c.resource_provider_id, allocations.c.resource_class_id,
-            sa.func.sum(allocations.c.used).label("used"),
-        )
-        .where(allocations.c.resource_provider_id.in_(provider_ids))
-        .group_by(allocations.c.resource_provider_id, allocations.c.resource_class_id)
-        .subquery()
-    )
-    # SELECT inv.resource_provider_id, inv.resource_class_id, inv.total, ..., COALESCE(u.used, 0)
-    # FROM inventories inv LEFT JOIN (SELECT resource_provider_id, resource_class_id, SUM(used) AS used
-    #                                 FROM allocations WHERE resource_provider_id IN (:ids)
-    #                                 GROUP BY resource_provider_id, resource_class_id) u
-    #   ON u.resource_provider_id = inv.resource_provider_id AND u.resource_class_id = inv.resource_class_id
-    # WHERE inv.resource_provider_id IN (:ids)
-    query = (
-        sa.select(
-            inventories.c.resource_provider_id, inventories.c.resource_class_id,
-            *(inventories.c[name] for name in FIELDS), sa.func.coalesce(used.c.used, 0),
-        )
-        .select_from(
-            inventories.outerjoin(
-                used,
-                sa.and_(
-                    used.c.resource_provider_id == inventories.c.resource_provider_id,
-                    used.c.resource_class_id == inventories.c.resource_class_id,
-                ),
-            )
-        )
-        .where(inventories.c.resource_provider_id.in_(provider_ids))
-    )
-    return {(row[0], row[1]): (Inventory(*row[2:8]), int(row[8])) for row in conn.execute(query)}
+    return {(row[0], row[1]): (Inventory(*row[2:8]), int(row[8])) for row in conn.execute(_CAPACITY, {"ids": provider_ids})}
 
 
 def _check_capacity(
-    conn: Connection,
+    current: dict[tuple[int, int], tuple[Inventory, int]],
     wanted: dict[tuple[int, int], list[int]],
     uuids: dict[int, str],
     class_names: dict[int, str],
 ) -> None:
-    current = _capacity_rows(conn, sorted({provider_id for provider_id, _ in wanted}))
     for key, amounts in sorted(wanted.items()):
         provider_uuid, rc = uuids[key[0]], class_names[key[1]]
         if key not in current:
@@ -177,6 +280,58 @@ def _rows(
     return rows, wanted
 
 
+def _is_new_consumer_claim(request: ConsumerAllocations) -> bool:
+    """A claim for a consumer the caller says is new (1.28+, generation null).
+
+    Amounts no inventory can hold (beyond a 32-bit column) take the general
+    path, which refuses them for want of capacity before writing anything.
+    """
+    return (
+        request.check_generation and request.generation is None and bool(request.allocations)
+        and all(type(amount) is int and 0 < amount <= MAX_INT
+                for amounts in request.allocations.values() for amount in amounts.values())
+    )
+
+
+def _claim_new_consumers_pg(
+    conn: Connection,
+    requests: list[ConsumerAllocations],
+    found: dict[str, int],
+    class_ids: dict[str, int],
+    now: datetime.datetime,
+    cache: consumers.IdCache | None,
+) -> None:
+    """Create the consumers and write their allocations in one statement (providers already locked)."""
+    projects = [consumers.project_id(conn, request.project_id, now, cache) for request in requests]
+    users = [consumers.user_id(conn, request.user_id, now, cache) for request in requests]
+    types = [consumers.consumer_type_id(conn, request.consumer_type, now, cache) for request in requests]
+    rows, wanted = _rows(requests, found, class_ids, now)
+    params = {
+        "now": now,
+        "consumer_uuids": [request.consumer_uuid for request in requests],
+        "project_ids": projects, "user_ids": users, "type_ids": types,
+        "row_providers": [row["resource_provider_id"] for row in rows],
+        "row_consumers": [row["consumer_id"] for row in rows],
+        "row_classes": [row["resource_class_id"] for row in rows],
+        "row_amounts": [row["used"] for row in rows],
+        "provider_ids": sorted(set(found.values())),
+    }
+    result = conn.execute(_CLAIM_NEW_CONSUMERS_PG, params).all()
+    created = result[0].consumers_created if result else None
+    if created != len(requests):
+        # Some consumer exists after all (or no inventory row came back to
+        # say): its generation decides first, as when it is read up front.
+        existing = consumers.get_many(conn, params["consumer_uuids"])
+        for request in requests:
+            stored = existing.get(request.consumer_uuid)
+            rules.check_generation(request, stored.generation if stored else None)
+        if created is not None:
+            raise rules.concurrent_consumer_update(requests[0].consumer_uuid)
+    current = {(row[0], row[1]): (Inventory(*row[2:8]), int(row[8])) for row in result}
+    uuids = {ident: uuid for uuid, ident in found.items()}
+    _check_capacity(current, wanted, uuids, {ident: name for name, ident in class_ids.items()})
+
+
 def replace(
     conn: Connection,
     requests: list[ConsumerAllocations],
@@ -186,36 +341,31 @@ def replace(
 ) -> None:
     """Make each consumer's allocations exactly what its request says."""
     requests = sorted(requests, key=lambda request: request.consumer_uuid)
-    found, current = _resolve_providers(conn, requests)
+    consumer_uuids = [request.consumer_uuid for request in requests]
+    wanted_providers = sorted({uuid for request in requests for uuid in request.allocations})
+    found, current = _resolve_providers(conn, wanted_providers, consumer_uuids)
     class_ids = _resolve_classes(conn, requests, standard_classes)
+    if conn.dialect.name == "postgresql" and not current and all(map(_is_new_consumer_claim, requests)):
+        _claim_new_consumers_pg(conn, requests, found, class_ids, now, cache)
+        return
     new_provider_ids = set(found.values())
-    # Providers are locked before consumers are touched, always lowest id
-    # first, so that concurrent writers queue instead of deadlocking.
-    lock_providers(conn, new_provider_ids | current)
     for request in requests:
         _claim_consumer(conn, request, now, cache)
-    consumer_uuids = [request.consumer_uuid for request in requests]
     emptied = [request.consumer_uuid for request in requests if not request.allocations]
     # Like upstream, emptying a consumer's allocations counts as a change
     # to the providers it leaves.
     left = _existing_provider_ids(conn, emptied) if emptied and current else set()
     if current:
-        # DELETE FROM allocations WHERE consumer_id IN (:uuids)
-        conn.execute(allocations.delete().where(allocations.c.consumer_id.in_(consumer_uuids)))
+        conn.execute(_DELETE_FOR_CONSUMERS, {"uuids": consumer_uuids})
     rows, wanted = _rows(requests, found, class_ids, now)
     if rows:
         uuids = {ident: uuid for uuid, ident in found.items()}
-        _check_capacity(conn, wanted, uuids, {ident: name for name, ident in class_ids.items()})
-        # INSERT INTO allocations (resource_provider_id, consumer_id, resource_class_id, used, created_at) VALUES ...
-        conn.execute(allocations.insert(), rows)
+        capacity = _capacity_rows(conn, sorted({provider_id for provider_id, _ in wanted}))
+        _check_capacity(capacity, wanted, uuids, {ident: name for name, ident in class_ids.items()})
+        conn.execute(_INSERT, rows)
     changed = (new_provider_ids if rows else set()) | left
     if changed:
-        # UPDATE resource_providers SET generation = generation + 1, updated_at = :now WHERE id IN (:ids)
-        conn.execute(
-            resource_providers.update()
-            .where(resource_providers.c.id.in_(sorted(changed)))
-            .values(generation=resource_providers.c.generation + 1, updated_at=now)
-        )
+        conn.execute(_BUMP_PROVIDERS, {"ids": sorted(changed), "now": now})
     consumers.delete_if_unused(conn, emptied)
 
 
@@ -225,16 +375,12 @@ def delete_for_consumer(conn: Connection, consumer_uuid: str) -> bool:
     if not provider_ids:
         return False
     lock_providers(conn, provider_ids)
-    # DELETE FROM allocations WHERE consumer_id = :uuid
-    conn.execute(allocations.delete().where(allocations.c.consumer_id == consumer_uuid))
+    conn.execute(_DELETE_FOR_CONSUMERS, {"uuids": [consumer_uuid]})
     consumers.delete_if_unused(conn, [consumer_uuid])
     return True
 
 
 # ------------------------------------------------------------------ reads
-
-_rp = resource_providers
-
 
 def for_consumer(conn: Connection, consumer_uuid: str) -> dict[str, dict]:
     """provider uuid -> {"generation": g, "resources": {rc: amount}}."""

@@ -277,7 +277,7 @@ class Answer:
     unused_rows: dict[int, SummaryRows]
     # kept with the topology snapshot, for the API layer
     derived: dict[Any, Any]
-    # provider id -> sorted trait names
+    # provider id -> trait names, in the order the traits were created
     traits: dict[int, list[str]]
     class_names: dict[int, str]
 

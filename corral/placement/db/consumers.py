@@ -36,9 +36,12 @@ _SELECT = sa.select(
 )
 
 
+# ... WHERE c.uuid = :uuid
+_SELECT_ONE = _SELECT.where(consumers.c.uuid == sa.bindparam("uuid"))
+
+
 def get(conn: Connection, uuid: str) -> Consumer | None:
-    # ... WHERE c.uuid = :uuid
-    row = conn.execute(_SELECT.where(consumers.c.uuid == uuid)).first()
+    row = conn.execute(_SELECT_ONE, {"uuid": uuid}).first()
     return Consumer(*row) if row is not None else None
 
 
@@ -106,6 +109,17 @@ def consumer_type_id(
     return None if name is None else _ensure_named(conn, consumer_types, "name", name, now, cache)
 
 
+# One round trip instead of a savepoint around the insert, where the
+# database has it:
+# INSERT INTO consumers (uuid, project_id, user_id, consumer_type_id, generation, created_at)
+# VALUES (:uuid, :project_id, :user_id, :consumer_type_id, :generation, :created_at)
+# ON CONFLICT DO NOTHING RETURNING id
+_INSERT_UNLESS_PRESENT = {
+    "postgresql": postgresql.insert(consumers).on_conflict_do_nothing().returning(consumers.c.id),
+    "sqlite": sqlite.insert(consumers).on_conflict_do_nothing().returning(consumers.c.id),
+}
+
+
 def create(
     conn: Connection, uuid: str, *, project: int, user: int, consumer_type: int | None, now: datetime.datetime
 ) -> bool:
@@ -113,17 +127,13 @@ def create(
     values = dict(
         uuid=uuid, project_id=project, user_id=user, consumer_type_id=consumer_type, generation=1, created_at=now
     )
-    if conn.dialect.name in ("postgresql", "sqlite"):
-        # One round trip instead of a savepoint around the insert.
-        # INSERT INTO consumers (uuid, project_id, user_id, consumer_type_id, generation, created_at)
-        # VALUES (:uuid, :project, :user, :type, 1, :now) ON CONFLICT DO NOTHING RETURNING id
-        dialect_insert = postgresql.insert if conn.dialect.name == "postgresql" else sqlite.insert
-        statement = dialect_insert(consumers).values(values).on_conflict_do_nothing().returning(consumers.c.id)
-        return conn.execute(statement).first() is not None
+    statement = _INSERT_UNLESS_PRESENT.get(conn.dialect.name)
+    if statement is not None:
+        return conn.execute(statement, values).first() is not None
     try:
         with conn.begin_nested():
             # INSERT INTO consumers (...) VALUES (...)
-            conn.execute(consumers.insert().values(values))
+            conn.execute(consumers.insert(), values)
     except sa.exc.IntegrityError as error:
         if not is_duplicate(error):
             raise

@@ -14,13 +14,14 @@ _rpt = resource_provider_traits
 
 
 def trait_names(conn: Connection, provider_id: int) -> list[str]:
+    """The provider's traits in the order they were created (upstream's order: by id)."""
     # SELECT t.name FROM resource_provider_traits rpt JOIN traits t ON t.id = rpt.trait_id
-    # WHERE rpt.resource_provider_id = :id ORDER BY t.name
+    # WHERE rpt.resource_provider_id = :id ORDER BY t.id
     query = (
         sa.select(traits.c.name)
         .select_from(_rpt.join(traits, traits.c.id == _rpt.c.trait_id))
         .where(_rpt.c.resource_provider_id == provider_id)
-        .order_by(traits.c.name)
+        .order_by(traits.c.id)
     )
     return list(conn.execute(query).scalars())
 
@@ -43,9 +44,10 @@ def in_use(conn: Connection, trait_id: int) -> bool:
 
 
 def list_traits(conn: Connection, *, names: list[str] | None, prefix: str | None, associated: bool | None) -> list[str]:
+    """Trait names in the order they were created (upstream's order: by id)."""
     # SELECT name FROM traits WHERE name IN (:names) AND name LIKE :prefix || '%'
     #   AND [NOT] EXISTS (SELECT 1 FROM resource_provider_traits WHERE trait_id = traits.id)
-    # ORDER BY name
+    # ORDER BY id
     query = sa.select(traits.c.name)
     if names is not None:
         query = query.where(traits.c.name.in_(names))
@@ -54,4 +56,4 @@ def list_traits(conn: Connection, *, names: list[str] | None, prefix: str | None
     if associated is not None:
         used = sa.exists().where(_rpt.c.trait_id == traits.c.id)
         query = query.where(used if associated else ~used)
-    return list(conn.execute(query.order_by(traits.c.name)).scalars())
+    return list(conn.execute(query.order_by(traits.c.id)).scalars())

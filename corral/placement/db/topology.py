@@ -101,7 +101,7 @@ class Topology:
     # (equal tuples are one object)
     capacities: dict[int, SummaryRows]
     traits_of: dict[int, frozenset[int]]
-    # provider id -> sorted trait names
+    # provider id -> trait names, in the order the traits were created
     trait_names_of: dict[int, list[str]]
     aggs_of: dict[int, frozenset[int]]
     aggregate_ids: dict[str, int]
@@ -237,8 +237,9 @@ def _traits(
     )
     sharing_trait = by_name.get(SHARING_TRAIT)
     sharing = frozenset(rp for rp, found in ids.items() if sharing_trait in found)
+    # Listed in the order the traits were created, as upstream lists them.
     for found in names.values():
-        found.sort()
+        found.sort(key=by_name.__getitem__)
     return ids, names, sharing
 
 
