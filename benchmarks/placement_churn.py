@@ -1,0 +1,352 @@
+"""GET /allocation_candidates while other clients keep changing the topology.
+
+A cloud of N flat compute nodes (VCPU 32 at ratio 4, MEMORY_MB 65536,
+DISK_GB 1000 each) is built through the API (concurrent clients), then
+the candidates of two query shapes are timed on one ``corral serve``
+process (one worker), first with nothing else happening, then while two
+other clients write through a second ``corral serve`` process on the same
+database: one sets a random provider's VCPU ``reserved`` 20 times a
+second, the other sets or clears a random provider's traits 20 times a
+second.  Every such write is a topology change the searching process must
+take into account before its next answer.
+
+Usage::
+
+    python benchmarks/placement_churn.py --n 10000 [--db sqlite|postgresql] [--workdir DIR]
+        [--repeat 40] [--tree PATH] [--json FILE]
+
+``--workdir`` keeps the cloud (an SQLite file, or the name of the
+PostgreSQL database in it) for later runs; ``--tree`` runs the servers
+from another checkout of Corral (to compare versions on the same cloud:
+build it with the older one, the newer one upgrades the schema).
+Results go to stdout as Markdown tables.
+"""
+
+from __future__ import annotations
+
+import argparse
+import concurrent.futures
+import http.client
+import json
+import multiprocessing
+import os
+import random
+import sys
+import time
+import urllib.parse
+import uuid as uuidlib
+from contextlib import ExitStack
+from pathlib import Path
+from typing import Any
+
+import requests
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from benchmarks import common  # noqa: E402
+
+VERSION = "placement 1.39"
+BASE = "resources=VCPU:1,MEMORY_MB:1024,DISK_GB:10"
+SHAPES = {"plain": BASE, "limit=1000": BASE + "&limit=1000"}
+WRITES_PER_SECOND = 20
+
+
+def provider_uuid(index: int) -> str:
+    return str(uuidlib.uuid5(uuidlib.NAMESPACE_DNS, f"churn-cn-{index}"))
+
+
+# ----------------------------------------------------------------- servers
+
+
+def start_server(workdir: Path, name: str, db_url: str, tree: Path, *, migrate: bool) -> common.ServerProcess:
+    conf = common.write_config(workdir / f"{name}.conf", {
+        "placement_database": {"connection": db_url}, "api": {"auth_strategy": "noauth2"},
+    })
+    port = common.free_port()
+    args = [
+        sys.executable, "-m", "corral", "serve", "--role", "api", "--port", str(port), "--workers", "1",
+        "--threads", "8", "--migrate" if migrate else "--no-migrate", "--config-file", str(conf),
+        "--data-dir", str(workdir / f"{name}-data"),
+    ]
+    env = {"PYTHONPATH": str(tree)}
+    server = common.ServerProcess(name, args, f"http://127.0.0.1:{port}", workdir / f"{name}.log", env=env, cwd=tree)
+    return server.wait_ready("/placement/")
+
+
+def rss_mb(server: common.ServerProcess) -> tuple[float, float]:
+    """(current, peak) resident memory of the server's largest process, in MB."""
+    pids = [server.process.pid]
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            except (OSError, IndexError):
+                continue
+            if int(fields[1]) in pids:
+                pids.append(int(entry.name))
+    current = peak = 0
+    for pid in pids:
+        try:
+            for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+                if line.startswith("VmRSS:"):
+                    current = max(current, int(line.split()[1]))
+                elif line.startswith("VmHWM:"):
+                    peak = max(peak, int(line.split()[1]))
+        except OSError:
+            continue
+    return current / 1024, peak / 1024
+
+
+# ------------------------------------------------------------------- cloud
+
+
+def session() -> requests.Session:
+    http = requests.Session()
+    http.headers.update({"X-Auth-Token": "admin", "OpenStack-API-Version": VERSION})
+    return http
+
+
+def build_one(http: requests.Session, base: str, index: int) -> None:
+    rp = provider_uuid(index)
+    response = http.post(base + "/resource_providers", json={"name": f"churn-cn-{index}", "uuid": rp}, timeout=300)
+    if response.status_code == 409:
+        return  # built by an earlier, interrupted run
+    response.raise_for_status()
+    inventories = {
+        "VCPU": {"total": 32, "allocation_ratio": 4.0},
+        "MEMORY_MB": {"total": 65536},
+        "DISK_GB": {"total": 1000},
+    }
+    body = {"resource_provider_generation": response.json()["generation"], "inventories": inventories}
+    http.put(f"{base}/resource_providers/{rp}/inventories", json=body, timeout=300).raise_for_status()
+
+
+def build(base: str, first: int, n: int, clients: int) -> None:
+    """Providers ``first`` to ``n - 1``, by ``clients`` concurrent clients."""
+
+    def work(start: int) -> None:
+        http = session()
+        for index in range(start, n, clients):
+            if index >= first:
+                build_one(http, base, index)
+        http.close()
+
+    with concurrent.futures.ThreadPoolExecutor(clients) as pool:
+        for future in [pool.submit(work, start) for start in range(clients)]:
+            future.result()
+
+
+# ------------------------------------------------------------------- churn
+
+
+def churn(base: str, kind: str, n: int, stop: Any, seed: int, out: Any) -> None:
+    """``WRITES_PER_SECOND`` writes of ``kind`` (inventory or traits) on random providers."""
+    rng = random.Random(seed)
+    http = session()
+    generations: dict[str, int] = {}
+    done = failed = 0
+    started = time.monotonic()
+    while True:
+        due = started + done / WRITES_PER_SECOND
+        now = time.monotonic()
+        if stop.is_set():
+            break
+        if due > now:
+            time.sleep(due - now)
+        rp = provider_uuid(rng.randrange(n))
+        if rp not in generations:
+            generations[rp] = http.get(f"{base}/resource_providers/{rp}", timeout=60).json()["generation"]
+        if kind == "inventory":
+            inventories = {
+                "VCPU": {"total": 32, "allocation_ratio": 4.0, "reserved": rng.randrange(4)},
+                "MEMORY_MB": {"total": 65536},
+                "DISK_GB": {"total": 1000},
+            }
+            body = {"resource_provider_generation": generations[rp], "inventories": inventories}
+            response = http.put(f"{base}/resource_providers/{rp}/inventories", json=body, timeout=60)
+        else:
+            body = {"resource_provider_generation": generations[rp], "traits": rng.choice([[], ["HW_CPU_X86_AVX2"]])}
+            response = http.put(f"{base}/resource_providers/{rp}/traits", json=body, timeout=60)
+        if response.status_code == 200:
+            generations[rp] = response.json()["resource_provider_generation"]
+        else:
+            failed += 1
+            generations.pop(rp, None)
+        done += 1
+    out.put((kind, done, failed, time.monotonic() - started))
+
+
+# ----------------------------------------------------------------- timing
+
+
+class TimedClient:
+    """GET requests over one kept-alive connection with Python's http.client."""
+
+    def __init__(self, url: str) -> None:
+        parts = urllib.parse.urlsplit(url)
+        self.prefix = parts.path.rstrip("/")
+        self.host, self.port = parts.hostname, parts.port
+        self.connection = http.client.HTTPConnection(self.host, self.port, timeout=900)
+        self.headers = {"X-Auth-Token": "admin", "OpenStack-API-Version": VERSION}
+
+    def get(self, path: str) -> tuple[int, bytes, float]:
+        for attempt in (1, 2):
+            started = time.perf_counter()
+            try:
+                self.connection.request("GET", self.prefix + path, headers=self.headers)
+                response = self.connection.getresponse()
+                body = response.read()
+            except (http.client.RemoteDisconnected, ConnectionError):
+                self.connection.close()
+                if attempt == 2:
+                    raise
+                continue
+            return response.status, body, time.perf_counter() - started
+        raise AssertionError("unreachable")
+
+
+def time_shapes(client: TimedClient, repeat: int, pause: float) -> dict[str, dict[str, float]]:
+    """p50/p95 (ms) and candidate count per shape, the shapes taking turns."""
+    latencies: dict[str, list[float]] = {shape: [] for shape in SHAPES}
+    counts: dict[str, int] = {}
+    for _round in range(repeat):
+        for shape, qs in SHAPES.items():
+            status, body, seconds = client.get("/allocation_candidates?" + qs)
+            if status != 200:
+                raise RuntimeError(f"{shape}: {status} {body[:300]!r}")
+            latencies[shape].append(seconds)
+            counts[shape] = len(json.loads(body)["allocation_requests"])
+            # Leave the writers time between searches, as a scheduler does.
+            time.sleep(pause)
+    return {
+        shape: {
+            "p50": common.percentile(found, 0.5) * 1000,
+            "p95": common.percentile(found, 0.95) * 1000,
+            "candidates": counts[shape],
+        }
+        for shape, found in latencies.items()
+    }
+
+
+# -------------------------------------------------------------------- main
+
+
+def database_url(stack: ExitStack, args: argparse.Namespace, workdir: Path) -> str:
+    if args.db == "sqlite":
+        return f"sqlite:///{workdir / f'churn-{args.n}.sqlite'}"
+    import sqlalchemy as sa
+
+    name_file = workdir / f"churn-{args.n}.pgname"
+    if args.workdir and name_file.exists():
+        name = name_file.read_text().strip()
+    else:
+        name = f"bench_churn_{args.n}_{uuidlib.uuid4().hex[:6]}"
+        admin = sa.create_engine(args.postgresql_server, isolation_level="AUTOCOMMIT", poolclass=sa.pool.NullPool)
+        with admin.connect() as conn:
+            conn.execute(sa.text(f'CREATE DATABASE "{name}"'))
+        admin.dispose()
+        if args.workdir:
+            name_file.write_text(name)
+        else:
+            stack.callback(_drop_database, args.postgresql_server, name)
+    return str(sa.engine.make_url(args.postgresql_server).set(database=name).render_as_string(hide_password=False))
+
+
+def _drop_database(server_url: str, name: str) -> None:
+    import sqlalchemy as sa
+
+    admin = sa.create_engine(server_url, isolation_level="AUTOCOMMIT", poolclass=sa.pool.NullPool)
+    with admin.connect() as conn:
+        conn.execute(sa.text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+    admin.dispose()
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    with ExitStack() as stack:
+        workdir = Path(args.workdir) if args.workdir else stack.enter_context(common.scratch_dir("bench-churn-"))
+        workdir.mkdir(parents=True, exist_ok=True)
+        db_url = database_url(stack, args, workdir)
+        search = start_server(workdir, "search", db_url, args.tree, migrate=True)
+        stack.callback(search.stop)
+        base = search.url + "/placement"
+        built_file = workdir / f"churn-{args.n}.{args.db}.built"
+        built = int(built_file.read_text()) if built_file.exists() else 0
+        build_seconds = None
+        if built < args.n:
+            print(f"building {args.n - built} compute nodes ...", file=sys.stderr, flush=True)
+            began = time.monotonic()
+            build(base, built, args.n, args.build_clients)
+            build_seconds = time.monotonic() - began
+            built_file.write_text(str(args.n))
+        writer = start_server(workdir, "writer", db_url, args.tree, migrate=False)
+        stack.callback(writer.stop)
+        client = TimedClient(base)
+        # The first answer reads the whole topology.
+        status, _body, first = client.get("/allocation_candidates?" + BASE)
+        assert status == 200
+        print("timing without churn ...", file=sys.stderr, flush=True)
+        quiet = time_shapes(client, args.repeat, args.pause)
+        print("timing with churn ...", file=sys.stderr, flush=True)
+        queue: Any = multiprocessing.Queue()
+        stop = multiprocessing.Event()
+        writers = [
+            multiprocessing.Process(target=churn, args=(writer.url + "/placement", kind, args.n, stop, seed, queue))
+            for seed, kind in enumerate(["inventory", "traits"])
+        ]
+        for process in writers:
+            process.start()
+        time.sleep(1)
+        busy = time_shapes(client, args.repeat, args.pause)
+        stop.set()
+        rates = {}
+        for _process in writers:
+            kind, done, failed, spent = queue.get()
+            rates[kind] = {"writes": done, "failed": failed, "per_second": done / spent}
+        for process in writers:
+            process.join()
+        current, peak = rss_mb(search)
+        return {
+            "n": args.n, "db": args.db, "build_seconds": build_seconds, "first_answer_ms": first * 1000,
+            "quiet": quiet, "churn": busy, "churn_rates": rates, "rss_mb": current, "peak_rss_mb": peak,
+        }
+
+
+def report(result: dict[str, Any], label: str) -> None:
+    print(f"\n{label}N = {result['n']}, {result['db']}: GET /allocation_candidates (1.39), one server process; "
+          f"churn = {result['churn_rates']['inventory']['per_second']:.1f} inventory and "
+          f"{result['churn_rates']['traits']['per_second']:.1f} trait writes/s through another process "
+          f"({result['churn_rates']['inventory']['failed'] + result['churn_rates']['traits']['failed']} failed)\n")
+    print("| query | candidates | p50 no churn | p95 no churn | p50 churn | p95 churn | p50 ratio |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
+    for shape in SHAPES:
+        quiet, busy = result["quiet"][shape], result["churn"][shape]
+        print(f"| {shape} | {quiet['candidates']} | {quiet['p50']:.1f} ms | {quiet['p95']:.1f} ms | "
+              f"{busy['p50']:.1f} ms | {busy['p95']:.1f} ms | {busy['p50'] / quiet['p50']:.2f}x |")
+    build = f"{result['build_seconds']:.0f} s" if result["build_seconds"] is not None else "(reused)"
+    print(f"\nbuild through the API: {build}; first answer (whole topology read): "
+          f"{result['first_answer_ms']:.0f} ms; server RSS {result['rss_mb']:.0f} MB (peak {result['peak_rss_mb']:.0f} MB)")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--n", type=int, default=10000)
+    parser.add_argument("--db", choices=["sqlite", "postgresql"], default="sqlite")
+    parser.add_argument("--postgresql-server", default=common.DEFAULT_POSTGRESQL_SERVER)
+    parser.add_argument("--workdir", help="keep the cloud here and reuse it in later runs")
+    parser.add_argument("--tree", type=Path, default=common.REPO, help="checkout of Corral to run the servers from")
+    parser.add_argument("--repeat", type=int, default=40, help="requests per shape and phase")
+    parser.add_argument("--pause", type=float, default=0.05, help="seconds between timed requests")
+    parser.add_argument("--build-clients", type=int, default=8)
+    parser.add_argument("--label", default="")
+    parser.add_argument("--json", help="also write the figures to this file")
+    args = parser.parse_args(argv)
+    args.tree = args.tree.resolve()
+    result = run(args)
+    report(result, args.label + (": " if args.label else ""))
+    if args.json:
+        Path(args.json).write_text(json.dumps(result, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
