@@ -7,7 +7,7 @@ process (one worker), first with nothing else happening, then while two
 other clients write through a second ``corral serve`` process on the same
 database: one sets a random provider's VCPU ``reserved`` 20 times a
 second, the other sets or clears a random provider's traits 20 times a
-second.  Every such write is a topology change the searching process must
+second.  Failed writes (none expected) are counted and reported.  Every such write is a topology change the searching process must
 take into account before its next answer.
 
 Usage::
@@ -153,7 +153,9 @@ def churn(base: str, kind: str, n: int, stop: Any, seed: int, out: Any) -> None:
             break
         if due > now:
             time.sleep(due - now)
-        rp = provider_uuid(rng.randrange(n))
+        # (inventory writes on even providers, trait writes on odd ones: the
+        # two clients never race for one provider's generation)
+        rp = provider_uuid(rng.randrange(0 if kind in ("inventory", "rename") else 1, n, 2))
         if rp not in generations:
             generations[rp] = http.get(f"{base}/resource_providers/{rp}", timeout=60).json()["generation"]
         if kind == "inventory":
@@ -164,11 +166,15 @@ def churn(base: str, kind: str, n: int, stop: Any, seed: int, out: Any) -> None:
             }
             body = {"resource_provider_generation": generations[rp], "inventories": inventories}
             response = http.put(f"{base}/resource_providers/{rp}/inventories", json=body, timeout=60)
-        else:
+        elif kind == "traits":
             body = {"resource_provider_generation": generations[rp], "traits": rng.choice([[], ["HW_CPU_X86_AVX2"]])}
             response = http.put(f"{base}/resource_providers/{rp}/traits", json=body, timeout=60)
+        else:
+            # A write that leaves the topology alone (names are not part of it).
+            name = f"renamed-{rp}" if rng.random() < 0.5 else f"other-name-{rp}"
+            response = http.put(f"{base}/resource_providers/{rp}", json={"name": name}, timeout=60)
         if response.status_code == 200:
-            generations[rp] = response.json()["resource_provider_generation"]
+            generations[rp] = response.json().get("resource_provider_generation", response.json().get("generation"))
         else:
             failed += 1
             generations.pop(rp, None)
@@ -261,6 +267,30 @@ def _drop_database(server_url: str, name: str) -> None:
     admin.dispose()
 
 
+def with_writers(
+    client: TimedClient, writer: common.ServerProcess, args: argparse.Namespace, kinds: list[str]
+) -> tuple[dict[str, dict[str, float]], dict[str, dict[str, float]]]:
+    """The timings while one client per kind writes through ``writer``, and the writes' rates."""
+    queue: Any = multiprocessing.Queue()
+    stop = multiprocessing.Event()
+    writers = [
+        multiprocessing.Process(target=churn, args=(writer.url + "/placement", kind, args.n, stop, seed, queue))
+        for seed, kind in enumerate(kinds)
+    ]
+    for process in writers:
+        process.start()
+    time.sleep(1)
+    timings = time_shapes(client, args.repeat, args.pause)
+    stop.set()
+    rates = {}
+    for _process in writers:
+        kind, done, failed, spent = queue.get()
+        rates[kind] = {"writes": done, "failed": failed, "per_second": done / spent}
+    for process in writers:
+        process.join()
+    return timings, rates
+
+
 def run(args: argparse.Namespace) -> dict[str, Any]:
     with ExitStack() as stack:
         workdir = Path(args.workdir) if args.workdir else stack.enter_context(common.scratch_dir("bench-churn-"))
@@ -286,42 +316,34 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         assert status == 200
         print("timing without churn ...", file=sys.stderr, flush=True)
         quiet = time_shapes(client, args.repeat, args.pause)
+        print("timing while other writes happen ...", file=sys.stderr, flush=True)
+        control, control_rates = with_writers(client, writer, args, ["rename", "rename-odd"])
         print("timing with churn ...", file=sys.stderr, flush=True)
-        queue: Any = multiprocessing.Queue()
-        stop = multiprocessing.Event()
-        writers = [
-            multiprocessing.Process(target=churn, args=(writer.url + "/placement", kind, args.n, stop, seed, queue))
-            for seed, kind in enumerate(["inventory", "traits"])
-        ]
-        for process in writers:
-            process.start()
-        time.sleep(1)
-        busy = time_shapes(client, args.repeat, args.pause)
-        stop.set()
-        rates = {}
-        for _process in writers:
-            kind, done, failed, spent = queue.get()
-            rates[kind] = {"writes": done, "failed": failed, "per_second": done / spent}
-        for process in writers:
-            process.join()
+        busy, rates = with_writers(client, writer, args, ["inventory", "traits"])
         current, peak = rss_mb(search)
         return {
             "n": args.n, "db": args.db, "build_seconds": build_seconds, "first_answer_ms": first * 1000,
-            "quiet": quiet, "churn": busy, "churn_rates": rates, "rss_mb": current, "peak_rss_mb": peak,
+            "quiet": quiet, "control": control, "control_rates": control_rates, "churn": busy, "churn_rates": rates, "rss_mb": current, "peak_rss_mb": peak,
         }
 
 
+def _rate(rates: dict[str, dict[str, float]]) -> str:
+    failed = sum(int(r["failed"]) for r in rates.values())
+    return ", ".join(f"{kind} {r['per_second']:.1f}/s" for kind, r in rates.items()) + f", {failed} failed"
+
+
 def report(result: dict[str, Any], label: str) -> None:
-    print(f"\n{label}N = {result['n']}, {result['db']}: GET /allocation_candidates (1.39), one server process; "
-          f"churn = {result['churn_rates']['inventory']['per_second']:.1f} inventory and "
-          f"{result['churn_rates']['traits']['per_second']:.1f} trait writes/s through another process "
-          f"({result['churn_rates']['inventory']['failed'] + result['churn_rates']['traits']['failed']} failed)\n")
-    print("| query | candidates | p50 no churn | p95 no churn | p50 churn | p95 churn | p50 ratio |")
+    print(f"\n{label}N = {result['n']}, {result['db']}: GET /allocation_candidates (1.39), one server process. "
+          f"Writes through another process: topology churn ({_rate(result['churn_rates'])}); "
+          f"control, writes that leave the topology alone ({_rate(result['control_rates'])})\n")
+    print("| query | candidates | no churn p50 / p95 | control p50 / p95 | churn p50 / p95 | churn/no churn (p50) |"
+          " churn/control (p50) |")
     print("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
     for shape in SHAPES:
-        quiet, busy = result["quiet"][shape], result["churn"][shape]
-        print(f"| {shape} | {quiet['candidates']} | {quiet['p50']:.1f} ms | {quiet['p95']:.1f} ms | "
-              f"{busy['p50']:.1f} ms | {busy['p95']:.1f} ms | {busy['p50'] / quiet['p50']:.2f}x |")
+        quiet, control, busy = result["quiet"][shape], result["control"][shape], result["churn"][shape]
+        print(f"| {shape} | {quiet['candidates']} | {quiet['p50']:.1f} / {quiet['p95']:.1f} ms | "
+              f"{control['p50']:.1f} / {control['p95']:.1f} ms | {busy['p50']:.1f} / {busy['p95']:.1f} ms | "
+              f"{busy['p50'] / quiet['p50']:.2f}x | {busy['p50'] / control['p50']:.2f}x |")
     build = f"{result['build_seconds']:.0f} s" if result["build_seconds"] is not None else "(reused)"
     print(f"\nbuild through the API: {build}; first answer (whole topology read): "
           f"{result['first_answer_ms']:.0f} ms; server RSS {result['rss_mb']:.0f} MB (peak {result['peak_rss_mb']:.0f} MB)")
