@@ -125,13 +125,18 @@ def catch_up(conn: Connection, old: Topology, position: int, max_providers: int)
     if len(provider_ids) > max_providers:
         return None
     classes = any(rp_id is None for _position, rp_id in rows)
-    return _Patch(conn, old, provider_ids, classes).build(position)
+    # The providers' rows are read with this subquery rather than a list of
+    # ids: one cached statement each, whatever the number of providers.
+    # SELECT resource_provider_id FROM topology_changes WHERE position > :old_position AND position <= :position
+    changed_ids = sa.select(tc.c.resource_provider_id).where(tc.c.position > old.position, tc.c.position <= position)
+    return _Patch(conn, old, provider_ids, classes, changed_ids).build(position)
 
 
 class _Patch:
     """The next snapshot: ``old`` with ``ids``' rows read again."""
 
-    def __init__(self, conn: Connection, old: Topology, ids: set[int], classes: bool) -> None:
+    def __init__(self, conn: Connection, old: Topology, ids: set[int], classes: bool, changed_ids: sa.Select) -> None:
+        self.changed_ids = changed_ids
         self.conn = conn
         self.old = old
         self.ids = ids
@@ -194,10 +199,10 @@ class _Patch:
         rp = resource_providers
         if not ids:
             return {}
-        # SELECT id, uuid, parent_provider_id, root_provider_id FROM resource_providers WHERE id IN (:ids)
+        # SELECT id, uuid, parent_provider_id, root_provider_id FROM resource_providers WHERE id IN (<changed ids>)
         found = plain_rows(
             self.conn,
-            sa.select(rp.c.id, rp.c.uuid, rp.c.parent_provider_id, rp.c.root_provider_id).where(rp.c.id.in_(ids)),
+            sa.select(rp.c.id, rp.c.uuid, rp.c.parent_provider_id, rp.c.root_provider_id).where(rp.c.id.in_(self.changed_ids)),
         )
         return {rp_id: ProviderRow(uuid, parent_id, root_id) for rp_id, uuid, parent_id, root_id in found}
 
@@ -253,14 +258,14 @@ class _Patch:
         if ids:
             # SELECT resource_provider_id, resource_class_id, total, reserved, min_unit, max_unit,
             #        step_size, allocation_ratio
-            # FROM inventories WHERE resource_provider_id IN (:ids) ORDER BY resource_class_id
+            # FROM inventories WHERE resource_provider_id IN (<changed ids>) ORDER BY resource_class_id
             found = plain_rows(
                 self.conn,
                 sa.select(
                     inv.c.resource_provider_id, inv.c.resource_class_id, inv.c.total, inv.c.reserved,
                     inv.c.min_unit, inv.c.max_unit, inv.c.step_size, inv.c.allocation_ratio,
                 )
-                .where(inv.c.resource_provider_id.in_(ids))
+                .where(inv.c.resource_provider_id.in_(self.changed_ids))
                 .order_by(inv.c.resource_class_id),
             )
             for rp, rc, total, reserved, min_unit, max_unit, step, ratio in found:
@@ -340,11 +345,11 @@ class _Patch:
         rpt = resource_provider_traits
         # SELECT rpt.resource_provider_id, rpt.trait_id, traits.name
         # FROM resource_provider_traits AS rpt JOIN traits ON traits.id = rpt.trait_id
-        # WHERE rpt.resource_provider_id IN (:ids)
+        # WHERE rpt.resource_provider_id IN (<changed ids>)
         found = self._memberships(
             sa.select(rpt.c.resource_provider_id, rpt.c.trait_id, traits.c.name)
             .select_from(rpt.join(traits, traits.c.id == rpt.c.trait_id))
-            .where(rpt.c.resource_provider_id.in_(ids)),
+            .where(rpt.c.resource_provider_id.in_(self.changed_ids)),
             known,
         )
         traits_of, trait_names_of, sharing = old.traits_of, old.trait_names_of, old.sharing
@@ -374,11 +379,11 @@ class _Patch:
         # SELECT rpa.resource_provider_id, rpa.aggregate_id, agg.uuid
         # FROM resource_provider_aggregates AS rpa
         # JOIN placement_aggregates AS agg ON agg.id = rpa.aggregate_id
-        # WHERE rpa.resource_provider_id IN (:ids)
+        # WHERE rpa.resource_provider_id IN (<changed ids>)
         found = self._memberships(
             sa.select(rpa.c.resource_provider_id, rpa.c.aggregate_id, agg.c.uuid)
             .select_from(rpa.join(agg, agg.c.id == rpa.c.aggregate_id))
-            .where(rpa.c.resource_provider_id.in_(ids)),
+            .where(rpa.c.resource_provider_id.in_(self.changed_ids)),
             known,
         )
         aggs_of, aggregate_ids = old.aggs_of, old.aggregate_ids
