@@ -354,3 +354,23 @@ def test_a_snapshot_kept_up_to_date_equals_one_read_whole(placement, writer) -> 
     with db.read() as conn:
         names = dict(conn.execute(sa.select(resource_classes.c.name, resource_classes.c.id)).all())
     assert "CUSTOM_SILVER" in names
+
+
+def test_writers_prune_old_changes(placement, writer, reader, monkeypatch) -> None:
+    monkeypatch.setattr(topology, "PRUNE_EVERY", 4)
+    monkeypatch.setattr(topology, "KEEP_POSITIONS", 3)
+    other = reader.client()
+    cn1 = new_provider(writer, "cn1")
+    assert candidates(other, "resources=VCPU:1")["allocation_requests"] == []
+    loads = reader.state.topology.loads
+    for total in range(1, 9):
+        set_inventory(writer, cn1, VCPU=total)
+    with placement.state.db.read() as conn:
+        label = topology.current_label(conn)
+        kept = sorted(conn.execute(sa.select(topology_changes.c.position)).scalars())
+    assert label is not None and label[1] == 9
+    # Pruned at position 8: positions up to 5 are gone.
+    assert kept == [6, 7, 8, 9]
+    # The other process, at position 1, finds changes missing and reads everything.
+    assert providers_offered(candidates(other, "resources=VCPU:8")) == {cn1}
+    assert reader.state.topology.loads == loads + 1
