@@ -30,6 +30,7 @@ from tests.placement.test_candidates_topology import (
     set_inventory,
 )
 from tests.support.http import ApiClient
+from tests.support.process import CorralProcess, write_config
 
 
 class OtherProcess:
@@ -374,3 +375,44 @@ def test_writers_prune_old_changes(placement, writer, reader, monkeypatch) -> No
     # The other process, at position 1, finds changes missing and reads everything.
     assert providers_offered(candidates(other, "resources=VCPU:8")) == {cn1}
     assert reader.state.topology.loads == loads + 1
+
+
+def test_writes_through_a_separate_server_process_show_at_once(placement, writer, tmp_path) -> None:
+    """``corral serve`` in a child process writes (while another client
+    churns through it too); this process answers."""
+    config = write_config(tmp_path / "corral.conf", {
+        "placement_database": {"connection": placement.url_db}, "api": {"auth_strategy": "noauth2"},
+    })
+    child = CorralProcess(config, tmp_path, role="api", extra_args=["--workers", "1", "--no-migrate"]).start("/placement/")
+    try:
+        through_child = ApiClient(
+            child.url + "/placement", {"X-Auth-Token": "admin", "OpenStack-API-Version": f"placement {VERSION}"}
+        )
+        cn1 = new_provider(through_child, "cn1")
+        set_inventory(through_child, cn1, VCPU=4)
+        assert providers_offered(candidates(writer, "resources=VCPU:4")) == {cn1}
+        loads = placement.state.topology.loads
+        with Churn(through_child):
+            set_inventory(through_child, cn1, VCPU=2)
+            assert candidates(writer, "resources=VCPU:4")["allocation_requests"] == []
+            traits = {"traits": ["HW_CPU_X86_AVX2"], "resource_provider_generation": generation(through_child, cn1)}
+            assert through_child.put(f"/resource_providers/{cn1}/traits", json=traits).status_code == 200
+            assert providers_offered(candidates(writer, "resources=VCPU:2&required=HW_CPU_X86_AVX2")) == {cn1}
+            agg = str(uuidlib.uuid4())
+            aggregates = {"aggregates": [agg], "resource_provider_generation": generation(through_child, cn1)}
+            assert through_child.put(f"/resource_providers/{cn1}/aggregates", json=aggregates).status_code == 200
+            assert providers_offered(candidates(writer, f"resources=VCPU:2&member_of={agg}")) == {cn1}
+            cn2 = new_provider(through_child, "cn2", parent=cn1)
+            set_inventory(through_child, cn2, VGPU=1)
+            answer = candidates(writer, "resources=VCPU:1&resources1=VGPU:1")
+            assert providers_offered(answer) == {cn1, cn2}
+            assert through_child.put(f"/resource_providers/{cn2}", json={"name": "cn2", "parent_provider_uuid": None}).status_code == 200
+            assert candidates(writer, "resources=VCPU:1&resources1=VGPU:1")["allocation_requests"] == []
+            assert through_child.delete(f"/resource_providers/{cn2}").status_code == 204
+            assert candidates(writer, "resources=VGPU:1")["allocation_requests"] == []
+            # And the other way round: this process writes, the child answers.
+            set_inventory(writer, cn1, VCPU=6)
+            assert providers_offered(candidates(through_child, "resources=VCPU:6")) == {cn1}
+        assert placement.state.topology.loads == loads
+    finally:
+        child.stop()
