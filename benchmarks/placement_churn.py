@@ -29,7 +29,6 @@ import concurrent.futures
 import http.client
 import json
 import multiprocessing
-import os
 import random
 import sys
 import time
