@@ -7,7 +7,11 @@ process (one worker), first with nothing else happening, then while two
 other clients write through a second ``corral serve`` process on the same
 database: one sets a random provider's VCPU ``reserved`` 20 times a
 second, the other sets or clears a random provider's traits 20 times a
-second.  Failed writes (none expected) are counted and reported.  Every such write is a topology change the searching process must
+second (each kind spread over four clients, so that the rate holds
+when writes are slow).  Failed writes (none expected) are counted and
+reported.  A control phase makes as many writes that leave the topology
+alone (provider renames), to tell the cost of the writes' load on the
+machine from the cost of following the topology.  Every such write is a topology change the searching process must
 take into account before its next answer.
 
 Usage::
@@ -48,6 +52,9 @@ VERSION = "placement 1.39"
 BASE = "resources=VCPU:1,MEMORY_MB:1024,DISK_GB:10"
 SHAPES = {"plain": BASE, "limit=1000": BASE + "&limit=1000"}
 WRITES_PER_SECOND = 20
+# Each kind of write is spread over this many clients (processes), so that
+# the rate holds even when one write takes longer than 1/20 s.
+CLIENTS_PER_KIND = 4
 
 
 def provider_uuid(index: int) -> str:
@@ -139,22 +146,23 @@ def build(base: str, first: int, n: int, clients: int) -> None:
 
 
 def churn(base: str, kind: str, n: int, stop: Any, seed: int, out: Any) -> None:
-    """``WRITES_PER_SECOND`` writes of ``kind`` (inventory or traits) on random providers."""
+    """One client's share of ``WRITES_PER_SECOND`` writes of ``kind`` on
+    random providers (its own: ``seed`` picks which)."""
     rng = random.Random(seed)
     http = session()
     generations: dict[str, int] = {}
     done = failed = 0
     started = time.monotonic()
     while True:
-        due = started + done / WRITES_PER_SECOND
+        due = started + done * CLIENTS_PER_KIND / WRITES_PER_SECOND
         now = time.monotonic()
         if stop.is_set():
             break
         if due > now:
             time.sleep(due - now)
-        # (inventory writes on even providers, trait writes on odd ones: the
-        # two clients never race for one provider's generation)
-        rp = provider_uuid(rng.randrange(0 if kind in ("inventory", "rename") else 1, n, 2))
+        # (each client writes its own providers: no two race for one
+        # provider's generation)
+        rp = provider_uuid(rng.randrange(seed, n, 2 * CLIENTS_PER_KIND))
         if rp not in generations:
             generations[rp] = http.get(f"{base}/resource_providers/{rp}", timeout=60).json()["generation"]
         if kind == "inventory":
@@ -272,19 +280,23 @@ def with_writers(
     """The timings while one client per kind writes through ``writer``, and the writes' rates."""
     queue: Any = multiprocessing.Queue()
     stop = multiprocessing.Event()
+    clients = [kind for kind in kinds for _client in range(CLIENTS_PER_KIND)]
     writers = [
         multiprocessing.Process(target=churn, args=(writer.url + "/placement", kind, args.n, stop, seed, queue))
-        for seed, kind in enumerate(kinds)
+        for seed, kind in enumerate(clients)
     ]
     for process in writers:
         process.start()
     time.sleep(1)
     timings = time_shapes(client, args.repeat, args.pause)
     stop.set()
-    rates = {}
+    rates: dict[str, dict[str, float]] = {}
     for _process in writers:
         kind, done, failed, spent = queue.get()
-        rates[kind] = {"writes": done, "failed": failed, "per_second": done / spent}
+        found = rates.setdefault(kind, {"writes": 0, "failed": 0, "per_second": 0.0})
+        found["writes"] += done
+        found["failed"] += failed
+        found["per_second"] += done / spent
     for process in writers:
         process.join()
     return timings, rates
@@ -316,7 +328,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         print("timing without churn ...", file=sys.stderr, flush=True)
         quiet = time_shapes(client, args.repeat, args.pause)
         print("timing while other writes happen ...", file=sys.stderr, flush=True)
-        control, control_rates = with_writers(client, writer, args, ["rename", "rename-odd"])
+        control, control_rates = with_writers(client, writer, args, ["rename", "renames"])
         print("timing with churn ...", file=sys.stderr, flush=True)
         busy, rates = with_writers(client, writer, args, ["inventory", "traits"])
         current, peak = rss_mb(search)
