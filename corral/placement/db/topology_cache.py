@@ -72,6 +72,11 @@ class TopologyCache:
         self.loads = 0
         self.updates = 0
 
+    @property
+    def current(self) -> Topology | None:
+        """The latest snapshot, as it is (no database access)."""
+        return self._current
+
     def snapshot(self, conn: Connection) -> Topology:
         """The topology as ``conn``'s transaction sees it, or newer."""
         label = current_label(conn)
