@@ -23,6 +23,7 @@ from __future__ import annotations
 import bisect
 import threading
 from collections.abc import Callable, Iterable
+from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
@@ -43,7 +44,6 @@ from corral.placement.db.topology import (
     Topology,
     current_label,
     load,
-    plain_rows,
     sharing_anchors,
 )
 from corral.placement.domain.candidates import SHARING_TRAIT, ClassIndex, InventoryRow
@@ -52,6 +52,61 @@ from corral.placement.domain.candidates import SHARING_TRAIT, ClassIndex, Invent
 # re-read than this, a snapshot is read whole again.
 MAX_POSITIONS_BEHIND = 1000
 MAX_PROVIDERS_CHANGED = 2000
+
+
+# The statements of a catch-up, built once: positions are parameters.
+# SELECT position, resource_provider_id FROM topology_changes WHERE position > :after AND position <= :upto
+_CHANGES = sa.select(topology_changes.c.position, topology_changes.c.resource_provider_id).where(
+    topology_changes.c.position > sa.bindparam("after"), topology_changes.c.position <= sa.bindparam("upto")
+)
+# The providers' rows are read with this subquery rather than a list of
+# ids: one statement each, whatever the number of providers.
+# SELECT resource_provider_id FROM topology_changes WHERE position > :after AND position <= :upto
+_CHANGED_IDS = sa.select(topology_changes.c.resource_provider_id).where(
+    topology_changes.c.position > sa.bindparam("after"), topology_changes.c.position <= sa.bindparam("upto")
+)
+# SELECT id, uuid, parent_provider_id, root_provider_id FROM resource_providers WHERE id IN (<changed ids>)
+_PROVIDERS = sa.select(
+    resource_providers.c.id, resource_providers.c.uuid, resource_providers.c.parent_provider_id,
+    resource_providers.c.root_provider_id,
+).where(resource_providers.c.id.in_(_CHANGED_IDS))
+# SELECT resource_provider_id, resource_class_id, total, reserved, min_unit, max_unit,
+#        step_size, allocation_ratio
+# FROM inventories WHERE resource_provider_id IN (<changed ids>) ORDER BY resource_class_id
+_INVENTORIES = sa.select(
+    inventories.c.resource_provider_id, inventories.c.resource_class_id, inventories.c.total,
+    inventories.c.reserved, inventories.c.min_unit, inventories.c.max_unit, inventories.c.step_size,
+    inventories.c.allocation_ratio,
+).where(inventories.c.resource_provider_id.in_(_CHANGED_IDS)).order_by(inventories.c.resource_class_id)
+# SELECT rpt.resource_provider_id, rpt.trait_id, traits.name
+# FROM resource_provider_traits AS rpt JOIN traits ON traits.id = rpt.trait_id
+# WHERE rpt.resource_provider_id IN (<changed ids>)
+_TRAITS = (
+    sa.select(resource_provider_traits.c.resource_provider_id, resource_provider_traits.c.trait_id, traits.c.name)
+    .select_from(resource_provider_traits.join(traits, traits.c.id == resource_provider_traits.c.trait_id))
+    .where(resource_provider_traits.c.resource_provider_id.in_(_CHANGED_IDS))
+)
+# SELECT rpa.resource_provider_id, rpa.aggregate_id, agg.uuid
+# FROM resource_provider_aggregates AS rpa JOIN placement_aggregates AS agg ON agg.id = rpa.aggregate_id
+# WHERE rpa.resource_provider_id IN (<changed ids>)
+_AGGREGATES = (
+    sa.select(
+        resource_provider_aggregates.c.resource_provider_id, resource_provider_aggregates.c.aggregate_id,
+        placement_aggregates.c.uuid,
+    )
+    .select_from(
+        resource_provider_aggregates.join(
+            placement_aggregates, placement_aggregates.c.id == resource_provider_aggregates.c.aggregate_id
+        )
+    )
+    .where(resource_provider_aggregates.c.resource_provider_id.in_(_CHANGED_IDS))
+)
+# SELECT id, name FROM resource_classes
+_CLASS_NAMES = sa.select(resource_classes.c.id, resource_classes.c.name)
+
+
+def _rows(conn: Connection, statement: sa.Select, params: dict[str, int]) -> list[tuple[Any, ...]]:
+    return conn.execute(statement, params).cursor.fetchall()
 
 
 class TopologyCache:
@@ -114,15 +169,8 @@ def _holds(snapshot: Topology | None, label: tuple[str, int]) -> bool:
 def catch_up(conn: Connection, old: Topology, position: int, max_providers: int) -> Topology | None:
     """``old`` with the changes up to ``position`` applied; None when it
     must be read whole (a position missing from the log, too many providers)."""
-    tc = topology_changes
-    # SELECT position, resource_provider_id FROM topology_changes
-    # WHERE position > :old_position AND position <= :position
-    rows = plain_rows(
-        conn,
-        sa.select(tc.c.position, tc.c.resource_provider_id).where(
-            tc.c.position > old.position, tc.c.position <= position
-        ),
-    )
+    params = {"after": old.position, "upto": position}
+    rows = _rows(conn, _CHANGES, params)
     if len({row[0] for row in rows}) != position - old.position:
         # Pruned: these changes are no longer known.
         return None
@@ -130,18 +178,14 @@ def catch_up(conn: Connection, old: Topology, position: int, max_providers: int)
     if len(provider_ids) > max_providers:
         return None
     classes = any(rp_id is None for _position, rp_id in rows)
-    # The providers' rows are read with this subquery rather than a list of
-    # ids: one cached statement each, whatever the number of providers.
-    # SELECT resource_provider_id FROM topology_changes WHERE position > :old_position AND position <= :position
-    changed_ids = sa.select(tc.c.resource_provider_id).where(tc.c.position > old.position, tc.c.position <= position)
-    return _Patch(conn, old, provider_ids, classes, changed_ids).build(position)
+    return _Patch(conn, old, provider_ids, classes, params).build(position)
 
 
 class _Patch:
     """The next snapshot: ``old`` with ``ids``' rows read again."""
 
-    def __init__(self, conn: Connection, old: Topology, ids: set[int], classes: bool, changed_ids: sa.Select) -> None:
-        self.changed_ids = changed_ids
+    def __init__(self, conn: Connection, old: Topology, ids: set[int], classes: bool, params: dict[str, int]) -> None:
+        self.params = params
         self.conn = conn
         self.old = old
         self.ids = ids
@@ -162,8 +206,7 @@ class _Patch:
         aggs_of, aggregate_ids = self._aggregates(ids, known)
         class_names = old.class_names
         if self.classes or new_classes - class_names.keys():
-            # SELECT id, name FROM resource_classes
-            class_names = dict(plain_rows(self.conn, sa.select(resource_classes.c.id, resource_classes.c.name)))
+            class_names = dict(_rows(self.conn, _CLASS_NAMES, {}))
         anchors_of = old.anchors_of
         if (sharing or old.sharing) and (
             sharing is not old.sharing or aggs_of is not old.aggs_of or root_of is not old.root_of
@@ -201,14 +244,9 @@ class _Patch:
     # ------------------------------------------------------------ providers
 
     def _provider_rows(self, ids: list[int]) -> dict[int, ProviderRow]:
-        rp = resource_providers
         if not ids:
             return {}
-        # SELECT id, uuid, parent_provider_id, root_provider_id FROM resource_providers WHERE id IN (<changed ids>)
-        found = plain_rows(
-            self.conn,
-            sa.select(rp.c.id, rp.c.uuid, rp.c.parent_provider_id, rp.c.root_provider_id).where(rp.c.id.in_(self.changed_ids)),
-        )
+        found = _rows(self.conn, _PROVIDERS, self.params)
         return {rp_id: ProviderRow(uuid, parent_id, root_id) for rp_id, uuid, parent_id, root_id in found}
 
     def _providers(
@@ -258,21 +296,9 @@ class _Patch:
         self, ids: list[int], known: Iterable[int]
     ) -> tuple[dict[int, dict[int, InventoryRow]], dict[int, SummaryRows], set[int]]:
         old = self.old
-        inv = inventories
         new_rows: dict[int, dict[int, InventoryRow]] = {rp: {} for rp in known}
         if ids:
-            # SELECT resource_provider_id, resource_class_id, total, reserved, min_unit, max_unit,
-            #        step_size, allocation_ratio
-            # FROM inventories WHERE resource_provider_id IN (<changed ids>) ORDER BY resource_class_id
-            found = plain_rows(
-                self.conn,
-                sa.select(
-                    inv.c.resource_provider_id, inv.c.resource_class_id, inv.c.total, inv.c.reserved,
-                    inv.c.min_unit, inv.c.max_unit, inv.c.step_size, inv.c.allocation_ratio,
-                )
-                .where(inv.c.resource_provider_id.in_(self.changed_ids))
-                .order_by(inv.c.resource_class_id),
-            )
+            found = _rows(self.conn, _INVENTORIES, self.params)
             for rp, rc, total, reserved, min_unit, max_unit, step, ratio in found:
                 if rp in new_rows:
                     new_rows[rp][rc] = ((total - reserved) * ratio, 0, min_unit, max_unit, step)
@@ -338,7 +364,7 @@ class _Patch:
     def _memberships(self, statement: sa.Select, known: Iterable[int]) -> dict[int, dict[int, str]]:
         found: dict[int, dict[int, str]] = {rp: {} for rp in known}
         if self.ids:
-            for rp, member_id, name in plain_rows(self.conn, statement):
+            for rp, member_id, name in _rows(self.conn, statement, self.params):
                 if rp in found:
                     found[rp][member_id] = name
         return found
@@ -347,16 +373,7 @@ class _Patch:
         self, ids: list[int], known: Iterable[int]
     ) -> tuple[dict[int, frozenset[int]], dict[int, list[str]], frozenset[int]]:
         old = self.old
-        rpt = resource_provider_traits
-        # SELECT rpt.resource_provider_id, rpt.trait_id, traits.name
-        # FROM resource_provider_traits AS rpt JOIN traits ON traits.id = rpt.trait_id
-        # WHERE rpt.resource_provider_id IN (<changed ids>)
-        found = self._memberships(
-            sa.select(rpt.c.resource_provider_id, rpt.c.trait_id, traits.c.name)
-            .select_from(rpt.join(traits, traits.c.id == rpt.c.trait_id))
-            .where(rpt.c.resource_provider_id.in_(self.changed_ids)),
-            known,
-        )
+        found = self._memberships(_TRAITS, known)
         traits_of, trait_names_of, sharing = old.traits_of, old.trait_names_of, old.sharing
         for rp in ids:
             now = found.get(rp, {})
@@ -379,18 +396,7 @@ class _Patch:
 
     def _aggregates(self, ids: list[int], known: Iterable[int]) -> tuple[dict[int, frozenset[int]], dict[str, int]]:
         old = self.old
-        rpa = resource_provider_aggregates
-        agg = placement_aggregates
-        # SELECT rpa.resource_provider_id, rpa.aggregate_id, agg.uuid
-        # FROM resource_provider_aggregates AS rpa
-        # JOIN placement_aggregates AS agg ON agg.id = rpa.aggregate_id
-        # WHERE rpa.resource_provider_id IN (<changed ids>)
-        found = self._memberships(
-            sa.select(rpa.c.resource_provider_id, rpa.c.aggregate_id, agg.c.uuid)
-            .select_from(rpa.join(agg, agg.c.id == rpa.c.aggregate_id))
-            .where(rpa.c.resource_provider_id.in_(self.changed_ids)),
-            known,
-        )
+        found = self._memberships(_AGGREGATES, known)
         aggs_of, aggregate_ids = old.aggs_of, old.aggregate_ids
         for rp in ids:
             now = found.get(rp, {})
