@@ -33,6 +33,7 @@ import concurrent.futures
 import http.client
 import json
 import multiprocessing
+import os
 import random
 import sys
 import time
@@ -79,8 +80,8 @@ def start_server(workdir: Path, name: str, db_url: str, tree: Path, *, migrate: 
     return server.wait_ready("/placement/")
 
 
-def rss_mb(server: common.ServerProcess) -> tuple[float, float]:
-    """(current, peak) resident memory of the server's largest process, in MB."""
+def server_pids(server: common.ServerProcess) -> list[int]:
+    """The server's process and its children (the worker)."""
     pids = [server.process.pid]
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
@@ -90,6 +91,25 @@ def rss_mb(server: common.ServerProcess) -> tuple[float, float]:
                 continue
             if int(fields[1]) in pids:
                 pids.append(int(entry.name))
+    return pids
+
+
+def cpu_seconds(pids: list[int]) -> float:
+    """User and system CPU time used so far by ``pids``: unlike latency, not
+    inflated by waiting for a CPU that other processes hold."""
+    ticks = 0
+    for pid in pids:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        ticks += int(fields[11]) + int(fields[12])
+    return ticks / os.sysconf("SC_CLK_TCK")
+
+
+def rss_mb(server: common.ServerProcess) -> tuple[float, float]:
+    """(current, peak) resident memory of the server's largest process, in MB."""
+    pids = server_pids(server)
     current = peak = 0
     for pid in pids:
         try:
@@ -218,13 +238,17 @@ class TimedClient:
         raise AssertionError("unreachable")
 
 
-def time_shapes(client: TimedClient, repeat: int, pause: float) -> dict[str, dict[str, float]]:
-    """p50/p95 (ms) and candidate count per shape, the shapes taking turns."""
+def time_shapes(client: TimedClient, repeat: int, pause: float, pids: list[int]) -> dict[str, dict[str, float]]:
+    """p50/p95 (ms), candidate count and the server's CPU time per request
+    (ms) per shape, the shapes taking turns."""
     latencies: dict[str, list[float]] = {shape: [] for shape in SHAPES}
+    cpu: dict[str, float] = dict.fromkeys(SHAPES, 0.0)
     counts: dict[str, int] = {}
     for _round in range(repeat):
         for shape, qs in SHAPES.items():
+            used = cpu_seconds(pids)
             status, body, seconds = client.get("/allocation_candidates?" + qs)
+            cpu[shape] += cpu_seconds(pids) - used
             if status != 200:
                 raise RuntimeError(f"{shape}: {status} {body[:300]!r}")
             latencies[shape].append(seconds)
@@ -236,6 +260,7 @@ def time_shapes(client: TimedClient, repeat: int, pause: float) -> dict[str, dic
             "p50": common.percentile(found, 0.5) * 1000,
             "p95": common.percentile(found, 0.95) * 1000,
             "candidates": counts[shape],
+            "cpu": cpu[shape] / len(found) * 1000,
         }
         for shape, found in latencies.items()
     }
@@ -275,7 +300,7 @@ def _drop_database(server_url: str, name: str) -> None:
 
 
 def with_writers(
-    client: TimedClient, writer: common.ServerProcess, args: argparse.Namespace, kinds: list[str]
+    client: TimedClient, writer: common.ServerProcess, args: argparse.Namespace, kinds: list[str], pids: list[int]
 ) -> tuple[dict[str, dict[str, float]], dict[str, dict[str, float]]]:
     """The timings while one client per kind writes through ``writer``, and the writes' rates."""
     queue: Any = multiprocessing.Queue()
@@ -288,7 +313,7 @@ def with_writers(
     for process in writers:
         process.start()
     time.sleep(1)
-    timings = time_shapes(client, args.repeat, args.pause)
+    timings = time_shapes(client, args.repeat, args.pause, pids)
     stop.set()
     rates: dict[str, dict[str, float]] = {}
     for _process in writers:
@@ -322,15 +347,16 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         writer = start_server(workdir, "writer", db_url, args.tree, migrate=False)
         stack.callback(writer.stop)
         client = TimedClient(base)
+        pids = server_pids(search)
         # The first answer reads the whole topology.
         status, _body, first = client.get("/allocation_candidates?" + BASE)
         assert status == 200
         print("timing without churn ...", file=sys.stderr, flush=True)
-        quiet = time_shapes(client, args.repeat, args.pause)
+        quiet = time_shapes(client, args.repeat, args.pause, pids)
         print("timing while other writes happen ...", file=sys.stderr, flush=True)
-        control, control_rates = with_writers(client, writer, args, ["rename", "renames"])
+        control, control_rates = with_writers(client, writer, args, ["rename", "renames"], pids)
         print("timing with churn ...", file=sys.stderr, flush=True)
-        busy, rates = with_writers(client, writer, args, ["inventory", "traits"])
+        busy, rates = with_writers(client, writer, args, ["inventory", "traits"], pids)
         current, peak = rss_mb(search)
         return {
             "n": args.n, "db": args.db, "build_seconds": build_seconds, "first_answer_ms": first * 1000,
@@ -348,13 +374,14 @@ def report(result: dict[str, Any], label: str) -> None:
           f"Writes through another process: topology churn ({_rate(result['churn_rates'])}); "
           f"control, writes that leave the topology alone ({_rate(result['control_rates'])})\n")
     print("| query | candidates | no churn p50 / p95 | control p50 / p95 | churn p50 / p95 | churn/no churn (p50) |"
-          " churn/control (p50) |")
-    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
+          " churn/control (p50) | server CPU per request: no churn / control / churn |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     for shape in SHAPES:
         quiet, control, busy = result["quiet"][shape], result["control"][shape], result["churn"][shape]
         print(f"| {shape} | {quiet['candidates']} | {quiet['p50']:.1f} / {quiet['p95']:.1f} ms | "
               f"{control['p50']:.1f} / {control['p95']:.1f} ms | {busy['p50']:.1f} / {busy['p95']:.1f} ms | "
-              f"{busy['p50'] / quiet['p50']:.2f}x | {busy['p50'] / control['p50']:.2f}x |")
+              f"{busy['p50'] / quiet['p50']:.2f}x | {busy['p50'] / control['p50']:.2f}x | "
+              f"{quiet['cpu']:.1f} / {control['cpu']:.1f} / {busy['cpu']:.1f} ms |")
     build = f"{result['build_seconds']:.0f} s" if result["build_seconds"] is not None else "(reused)"
     print(f"\nbuild through the API: {build}; first answer (whole topology read): "
           f"{result['first_answer_ms']:.0f} ms; server RSS {result['rss_mb']:.0f} MB (peak {result['peak_rss_mb']:.0f} MB)")
