@@ -28,6 +28,7 @@ import sys
 import tempfile
 import time
 import uuid as uuidlib
+from collections.abc import Callable
 from pathlib import Path
 
 import sqlalchemy as sa
@@ -48,7 +49,9 @@ def rss_mb() -> float:
     return 0.0
 
 
-def build(url: str, n: int) -> None:
+def build(url: str, n: int, uuid_of: Callable[[int], str] = lambda i: str(uuidlib.UUID(int=i)),
+          name_of: Callable[[int], str] = lambda i: f"cn{i}") -> None:
+    """N flat compute nodes (ids 1 to N) written straight into the database at ``url``."""
     from corral.core import migrations
     from corral.core.db import create_engine
     from corral.placement.db import tables as t
@@ -70,7 +73,7 @@ def build(url: str, n: int) -> None:
         for start in range(1, n + 1, 5000):
             ids = range(start, min(n, start + 4999) + 1)
             conn.execute(t.resource_providers.insert(), [
-                {"id": i, "uuid": str(uuidlib.UUID(int=i)), "name": f"cn{i}", "generation": 1, "root_provider_id": i}
+                {"id": i, "uuid": uuid_of(i), "name": name_of(i), "generation": 1, "root_provider_id": i}
                 for i in ids
             ])
             rows = []
