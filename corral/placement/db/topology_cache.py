@@ -186,6 +186,8 @@ class _Patch:
 
     def __init__(self, conn: Connection, old: Topology, ids: set[int], classes: bool, params: dict[str, int]) -> None:
         self.params = params
+        # resource class id -> provider id -> its new row (None: gone), filled by _inventories
+        self.inventory_changes: dict[int, dict[int, InventoryRow | None]] = {}
         self.conn = conn
         self.old = old
         self.ids = ids
@@ -305,7 +307,6 @@ class _Patch:
         inventory = old.inventory
         capacities = old.capacities
         classes_seen: set[int] = set()
-        self.inventory_changes: dict[int, dict[int, InventoryRow | None]] = {}
         for rp in ids:
             now = new_rows.get(rp, {})
             before = {rc: rows[rp] for rc, rows in old.inventory.items() if rp in rows}
