@@ -11,7 +11,7 @@ from oslo_config import cfg
 from corral.core.db import Database
 from corral.core.policy import Enforcer
 from corral.core.schema import VersionedSchema
-from corral.placement.db.topology import TopologyCache
+from corral.placement.db.topology_cache import TopologyCache
 
 
 @dataclass

@@ -56,4 +56,4 @@ def replace(conn: Connection, provider_id: int, uuids: list[str], now: datetime.
             _rpa.insert(),
             [{"resource_provider_id": provider_id, "aggregate_id": ident, "created_at": now} for ident in sorted(set(ids.values()))],
         )
-    topology.changed(conn)
+    topology.changed(conn, [provider_id])

@@ -25,7 +25,8 @@ from corral.placement.db.tables import (
     resource_providers,
     traits,
 )
-from corral.placement.db.topology import ProviderRow, SummaryRows, Topology, TopologyCache, plain_rows
+from corral.placement.db.topology import ProviderRow, SummaryRows, Topology, plain_rows
+from corral.placement.db.topology_cache import TopologyCache
 from corral.placement.domain.candidates import (
     Candidate,
     CandidateRequest,

@@ -78,4 +78,4 @@ def replace(
                     resource_provider_id=provider_id, resource_class_id=class_id, **values, created_at=now
                 )
             )
-    topology.changed(conn)
+    topology.changed(conn, [provider_id])

@@ -35,7 +35,7 @@ def replace(conn: Connection, provider_id: int, trait_ids: list[int], now: datet
             _rpt.insert(),
             [{"resource_provider_id": provider_id, "trait_id": ident, "created_at": now} for ident in sorted(set(trait_ids))],
         )
-    topology.changed(conn)
+    topology.changed(conn, [provider_id])
 
 
 def in_use(conn: Connection, trait_id: int) -> bool:

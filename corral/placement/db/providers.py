@@ -135,7 +135,7 @@ def create(conn: Connection, *, uuid: str, name: str, parent: Provider | None, n
         conn.execute(
             resource_providers.update().where(resource_providers.c.id == new_id).values(root_provider_id=new_id)
         )
-    topology.changed(conn)
+    topology.changed(conn, [new_id])
 
 
 def _raise_if_taken(conn: Connection, uuid: str, name: str) -> None:
@@ -213,7 +213,7 @@ def set_parent(conn: Connection, provider: Provider, parent: Provider | None, no
         .where(resource_providers.c.id.in_(sorted(subtree)))
         .values(root_provider_id=new_root)
     )
-    topology.changed(conn)
+    topology.changed(conn, subtree)
 
 
 def bump_generation(conn: Connection, provider_id: int, expected: int | None, now: datetime.datetime) -> int:
@@ -288,4 +288,4 @@ def delete(conn: Connection, provider: Provider) -> None:
     ).rowcount
     if deleted != 1:
         raise generation_conflict()
-    topology.changed(conn)
+    topology.changed(conn, [provider.id])

@@ -139,13 +139,29 @@ resource_provider_traits = sa.Table(
     *_timestamps(),
 )
 
-# One row, rewritten with a new random value by every transaction that
-# changes providers, their inventories, traits or aggregates (never by
-# allocations): API processes keep a snapshot of those in memory for the
-# allocation-candidate search and reread it when the value changes.
+# One row: ``version`` is a random value, replaced when the whole topology
+# must be read again (a new database, tables emptied); ``position`` counts
+# the transactions that changed providers, their inventories, traits or
+# aggregates, or resource classes (never allocations).  Each such
+# transaction increments it, which locks the row until it commits: such
+# transactions commit in ``position`` order, one at a time.
 topology_versions = sa.Table(
     "topology_versions",
     metadata,
     sa.Column("id", sa.Integer, primary_key=True, autoincrement=False),
     sa.Column("version", sa.String(32), nullable=False),
+    sa.Column("position", sa.BigInteger, nullable=False, server_default="0"),
+)
+
+# What each of those transactions changed: one row per provider whose
+# rows changed (created, moved, deleted, inventories, traits, aggregates),
+# or one row without a provider when resource classes changed.  API
+# processes apply these to their in-memory snapshot instead of reading it
+# all again.  Old rows are pruned by the writers.
+topology_changes = sa.Table(
+    "topology_changes",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True),
+    sa.Column("position", sa.BigInteger, nullable=False, index=True),
+    sa.Column("resource_provider_id", sa.Integer, nullable=True),
 )

@@ -4,24 +4,29 @@ Providers, their inventories, traits and aggregates change when operators
 or compute services reconfigure something; usage changes with every
 claim.  The allocation-candidate search needs the first for the whole
 cloud at every request, so each process keeps a snapshot of it
-(:class:`TopologyCache`) and checks with one single-row query per search
-that no topology write has happened since the snapshot was read.  Usage is
-read for every search.
+(:class:`~corral.placement.db.topology_cache.TopologyCache`) and checks
+with one single-row query per search whether a topology write has
+happened since.  Usage is read for every search.
 
-Every transaction that changes the topology calls :func:`changed`, which
-stores a new random value in ``topology_versions``: random rather than a
-counter, so that a database emptied or restored can never bring back a
-value a process has already seen.  The value is read before anything
-else, so a snapshot is never labelled newer than what it holds (with READ
-COMMITTED a snapshot may hold a little more than its label says; the next
-search then finds a new label and reads again).
+Every transaction that changes the topology calls :func:`changed`.  It
+increments ``topology_versions.position`` (which locks that row until the
+transaction ends, so such transactions commit one after the other, in
+``position`` order: a process that sees position P committed knows that
+every lower position is committed too) and logs in ``topology_changes``
+which providers changed at that position.  A process whose snapshot is
+at an older position re-reads only those providers' rows.
+
+``topology_versions.version`` is a random value, replaced when everything
+must be read again (and new whenever the row is created again, after the
+tables were emptied): random rather than a counter, so that a database
+emptied or restored can never bring back a value a process has already
+seen.
 """
 
 from __future__ import annotations
 
 import secrets
-import threading
-from collections.abc import Callable
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -35,39 +40,65 @@ from corral.placement.db.tables import (
     resource_provider_aggregates,
     resource_provider_traits,
     resource_providers,
+    topology_changes,
     topology_versions,
     traits,
 )
 from corral.placement.domain.candidates import SHARING_TRAIT, ClassIndex, InventoryRow, class_index
 
 _ROW_ID = 1
+# Changes are kept for this many positions; a process further behind reads
+# the whole topology again.  Pruned once every PRUNE_EVERY positions.
+KEEP_POSITIONS = 5000
+PRUNE_EVERY = 100
 
 
-def changed(conn: Connection) -> None:
-    """Record, inside the writing transaction, that the topology changes."""
-    # UPDATE topology_versions SET version = :version WHERE id = 1
-    update = (
-        topology_versions.update()
-        .where(topology_versions.c.id == _ROW_ID)
-        .values(version=secrets.token_hex(16))
-    )
-    if conn.execute(update).rowcount:
-        return
-    # The row is missing (the table was emptied): create it.
-    try:
-        with conn.begin_nested():
-            # INSERT INTO topology_versions (id, version) VALUES (1, :version)
-            conn.execute(topology_versions.insert().values(id=_ROW_ID, version=secrets.token_hex(16)))
-    except sa.exc.IntegrityError:
-        # A concurrent transaction created it first.
-        conn.execute(update)
+def changed(conn: Connection, providers: Iterable[int] | None = None, *, classes: bool = False) -> None:
+    """Record, inside the writing transaction, that the topology changes.
+
+    ``providers``: the ids of the providers whose rows (the provider itself,
+    its inventories, traits or aggregates) change; ``classes``: resource
+    classes are renamed or deleted.  With neither, every process reads the
+    whole topology again.
+    """
+    provider_ids = sorted(set(providers)) if providers is not None else []
+    everything = providers is None and not classes
+    # UPDATE topology_versions SET position = position + 1 [, version = :version] WHERE id = 1
+    values: dict[str, Any] = {"position": topology_versions.c.position + 1}
+    if everything:
+        values["version"] = secrets.token_hex(16)
+    update = topology_versions.update().where(topology_versions.c.id == _ROW_ID).values(**values)
+    if not conn.execute(update).rowcount:
+        # The row is missing (the table was emptied): create it.
+        try:
+            with conn.begin_nested():
+                # INSERT INTO topology_versions (id, version, position) VALUES (1, :version, 1)
+                conn.execute(topology_versions.insert().values(id=_ROW_ID, version=secrets.token_hex(16), position=1))
+        except sa.exc.IntegrityError:
+            # A concurrent transaction created it first.
+            conn.execute(update)
+    # SELECT position FROM topology_versions WHERE id = 1
+    position = conn.execute(
+        sa.select(topology_versions.c.position).where(topology_versions.c.id == _ROW_ID)
+    ).scalar_one()
+    # INSERT INTO topology_changes (position, resource_provider_id) VALUES (:position, :id), ...
+    # (one row without a provider when no provider changed: every position has a row)
+    rows = [{"position": position, "resource_provider_id": rp_id} for rp_id in provider_ids]
+    if classes or not rows:
+        rows.append({"position": position, "resource_provider_id": None})
+    conn.execute(topology_changes.insert(), rows)
+    if position % PRUNE_EVERY == 0:
+        # DELETE FROM topology_changes WHERE position <= :oldest
+        conn.execute(topology_changes.delete().where(topology_changes.c.position <= position - KEEP_POSITIONS))
 
 
-def current_version(conn: Connection) -> str | None:
-    # SELECT version FROM topology_versions WHERE id = 1
-    return conn.execute(
-        sa.select(topology_versions.c.version).where(topology_versions.c.id == _ROW_ID)
-    ).scalar_one_or_none()
+def current_label(conn: Connection) -> tuple[str, int] | None:
+    """(version, position) of the topology ``conn`` sees; None when unknown."""
+    # SELECT version, position FROM topology_versions WHERE id = 1
+    row = conn.execute(
+        sa.select(topology_versions.c.version, topology_versions.c.position).where(topology_versions.c.id == _ROW_ID)
+    ).first()
+    return None if row is None else (row[0], int(row[1]))
 
 
 class ProviderRow(NamedTuple):
@@ -88,6 +119,8 @@ class Topology:
     """
 
     version: str | None
+    # the topology_versions position this snapshot holds at least
+    position: int
     providers: dict[int, ProviderRow]
     uuids: dict[int, str]
     ids_by_uuid: dict[str, int]
@@ -136,8 +169,8 @@ def plain_rows(conn: Connection, statement: sa.Select) -> list[tuple[Any, ...]]:
     return conn.execute(statement).cursor.fetchall()
 
 
-def load(conn: Connection, version: str | None) -> Topology:
-    """Read the whole topology (``version`` read first, by the caller)."""
+def load(conn: Connection, version: str | None, position: int = 0) -> Topology:
+    """Read the whole topology (``version`` and ``position`` read first, by the caller)."""
     providers, root_of, members_of, ids_by_uuid = _providers(conn)
     inventory, capacities = _inventories(conn, providers)
     traits_of, trait_names_of, sharing = _traits(conn, providers)
@@ -146,6 +179,7 @@ def load(conn: Connection, version: str | None) -> Topology:
     class_names = dict(plain_rows(conn, sa.select(resource_classes.c.id, resource_classes.c.name)))
     return Topology(
         version=version,
+        position=position,
         providers=providers,
         uuids={rp_id: row[0] for rp_id, row in providers.items()},
         ids_by_uuid=ids_by_uuid,
@@ -159,7 +193,7 @@ def load(conn: Connection, version: str | None) -> Topology:
         aggregate_ids=aggregate_ids,
         class_names=class_names,
         sharing=sharing,
-        anchors_of=_sharing_anchors(sharing, aggs_of, root_of),
+        anchors_of=sharing_anchors(sharing, aggs_of, root_of),
     )
 
 
@@ -292,7 +326,7 @@ def _frozen(sets: dict[int, set[int]]) -> dict[int, frozenset[int]]:
     return result
 
 
-def _sharing_anchors(
+def sharing_anchors(
     sharing: frozenset[int], aggs_of: dict[int, frozenset[int]], root_of: dict[int, int]
 ) -> dict[int, frozenset[int]]:
     """The roots of every tree that shares an aggregate with each sharing
@@ -310,30 +344,3 @@ def _sharing_anchors(
         if aggregates:
             anchors[rp_id] = frozenset().union(*[roots_in[a] for a in aggregates])
     return anchors
-
-
-class TopologyCache:
-    """The latest snapshot read by this process; one per application."""
-
-    def __init__(self, loader: Callable[[Connection, str | None], Topology] = load) -> None:
-        self._current: Topology | None = None
-        self._lock = threading.Lock()
-        self._loader = loader
-        self.loads = 0
-
-    def snapshot(self, conn: Connection) -> Topology:
-        """The topology as ``conn``'s transaction sees it (read again if it changed)."""
-        version = current_version(conn)
-        current = self._current
-        if version is not None and current is not None and current.version == version:
-            return current
-        # One reader at a time: concurrent searches wait for it and share it.
-        with self._lock:
-            current = self._current
-            if version is not None and current is not None and current.version == version:
-                return current
-            fresh = self._loader(conn, version)
-            self.loads += 1
-            if version is not None:
-                self._current = fresh
-            return fresh

@@ -75,7 +75,7 @@ def rename_class(state: PlacementState, req: falcon.Request, resp: falcon.Respon
             .where(resource_classes.c.id == ident)
             .values(name=new_name, updated_at=util.utcnow())
         )
-        topology.changed(conn)
+        topology.changed(conn, classes=True)
 
     state.db.write(work)
     send_json(resp, _body(req, new_name))
@@ -109,7 +109,7 @@ def delete_class(state: PlacementState, req: falcon.Request, resp: falcon.Respon
             )
         # DELETE FROM resource_classes WHERE id = :id
         conn.execute(resource_classes.delete().where(resource_classes.c.id == ident))
-        topology.changed(conn)
+        topology.changed(conn, classes=True)
 
     state.db.write(work)
     send_empty(resp)

@@ -1,0 +1,504 @@
+"""Each API process's snapshot of the topology, kept up to date change by change.
+
+A search first reads ``topology_versions`` (one row).  When its position
+is the snapshot's, the snapshot is current.  When it is ahead, the search
+reads the change log between the two positions and re-reads only the rows
+of the providers named there, then builds the next snapshot from the old
+one (copying only what changed: snapshots are shared by concurrent
+searches and never modified).  It reads everything again when the
+version differs, when it is too far behind, or when the log lacks some
+position (pruned).
+
+Only positions up to the one read from ``topology_versions`` are applied:
+that value is committed, and positions commit in order (see
+:mod:`corral.placement.db.topology`), so every lower position is committed
+and visible too.  A later position a concurrent transaction holds is never
+skipped: it is above the snapshot's position and read by a later search.
+Under READ COMMITTED the provider rows may already hold writes of later
+positions; those are applied again later, which changes nothing.
+"""
+
+from __future__ import annotations
+
+import bisect
+import threading
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+
+from corral.placement.db.tables import (
+    inventories,
+    placement_aggregates,
+    resource_classes,
+    resource_provider_aggregates,
+    resource_provider_traits,
+    resource_providers,
+    topology_changes,
+    traits,
+)
+from corral.placement.db.topology import (
+    ProviderRow,
+    SummaryRows,
+    Topology,
+    current_label,
+    load,
+    sharing_anchors,
+)
+from corral.placement.domain.candidates import SHARING_TRAIT, ClassIndex, InventoryRow
+
+# Further behind than this many positions, or with more providers to
+# re-read than this, a snapshot is read whole again.
+MAX_POSITIONS_BEHIND = 1000
+MAX_PROVIDERS_CHANGED = 2000
+
+
+# The statements of a catch-up, built once: positions are parameters.
+# SELECT position, resource_provider_id FROM topology_changes WHERE position > :after AND position <= :upto
+_CHANGES = sa.select(topology_changes.c.position, topology_changes.c.resource_provider_id).where(
+    topology_changes.c.position > sa.bindparam("after"), topology_changes.c.position <= sa.bindparam("upto")
+)
+# The providers' rows are read with this subquery rather than a list of
+# ids: one statement each, whatever the number of providers.
+# SELECT resource_provider_id FROM topology_changes WHERE position > :after AND position <= :upto
+_CHANGED_IDS = sa.select(topology_changes.c.resource_provider_id).where(
+    topology_changes.c.position > sa.bindparam("after"), topology_changes.c.position <= sa.bindparam("upto")
+)
+# SELECT id, uuid, parent_provider_id, root_provider_id FROM resource_providers WHERE id IN (<changed ids>)
+_PROVIDERS = sa.select(
+    resource_providers.c.id, resource_providers.c.uuid, resource_providers.c.parent_provider_id,
+    resource_providers.c.root_provider_id,
+).where(resource_providers.c.id.in_(_CHANGED_IDS))
+# SELECT resource_provider_id, resource_class_id, total, reserved, min_unit, max_unit,
+#        step_size, allocation_ratio
+# FROM inventories WHERE resource_provider_id IN (<changed ids>) ORDER BY resource_class_id
+_INVENTORIES = sa.select(
+    inventories.c.resource_provider_id, inventories.c.resource_class_id, inventories.c.total,
+    inventories.c.reserved, inventories.c.min_unit, inventories.c.max_unit, inventories.c.step_size,
+    inventories.c.allocation_ratio,
+).where(inventories.c.resource_provider_id.in_(_CHANGED_IDS)).order_by(inventories.c.resource_class_id)
+# SELECT rpt.resource_provider_id, rpt.trait_id, traits.name
+# FROM resource_provider_traits AS rpt JOIN traits ON traits.id = rpt.trait_id
+# WHERE rpt.resource_provider_id IN (<changed ids>)
+_TRAITS = (
+    sa.select(resource_provider_traits.c.resource_provider_id, resource_provider_traits.c.trait_id, traits.c.name)
+    .select_from(resource_provider_traits.join(traits, traits.c.id == resource_provider_traits.c.trait_id))
+    .where(resource_provider_traits.c.resource_provider_id.in_(_CHANGED_IDS))
+)
+# SELECT rpa.resource_provider_id, rpa.aggregate_id, agg.uuid
+# FROM resource_provider_aggregates AS rpa JOIN placement_aggregates AS agg ON agg.id = rpa.aggregate_id
+# WHERE rpa.resource_provider_id IN (<changed ids>)
+_AGGREGATES = (
+    sa.select(
+        resource_provider_aggregates.c.resource_provider_id, resource_provider_aggregates.c.aggregate_id,
+        placement_aggregates.c.uuid,
+    )
+    .select_from(
+        resource_provider_aggregates.join(
+            placement_aggregates, placement_aggregates.c.id == resource_provider_aggregates.c.aggregate_id
+        )
+    )
+    .where(resource_provider_aggregates.c.resource_provider_id.in_(_CHANGED_IDS))
+)
+# SELECT id, name FROM resource_classes
+_CLASS_NAMES = sa.select(resource_classes.c.id, resource_classes.c.name)
+
+
+def _rows(conn: Connection, statement: sa.Select, params: dict[str, int]) -> list[tuple[Any, ...]]:
+    return conn.execute(statement, params).cursor.fetchall()
+
+
+class TopologyCache:
+    """The latest snapshot read by this process; one per application."""
+
+    def __init__(
+        self,
+        loader: Callable[[Connection, str | None, int], Topology] = load,
+        max_positions_behind: int = MAX_POSITIONS_BEHIND,
+        max_providers_changed: int = MAX_PROVIDERS_CHANGED,
+    ) -> None:
+        self._current: Topology | None = None
+        self._lock = threading.Lock()
+        self._loader = loader
+        self.max_positions_behind = max_positions_behind
+        self.max_providers_changed = max_providers_changed
+        # whole reads and change-by-change updates, for tests and operators
+        self.loads = 0
+        self.updates = 0
+
+    @property
+    def current(self) -> Topology | None:
+        """The latest snapshot, as it is (no database access)."""
+        return self._current
+
+    def snapshot(self, conn: Connection) -> Topology:
+        """The topology as ``conn``'s transaction sees it, or newer."""
+        label = current_label(conn)
+        if label is None:
+            # No write was ever recorded here (or the tables were emptied).
+            self.loads += 1
+            return self._loader(conn, None, 0)
+        current = self._current
+        if _holds(current, label):
+            return current  # type: ignore[return-value]
+        # One reader at a time: concurrent searches wait for it and share it.
+        with self._lock:
+            current = self._current
+            if _holds(current, label):
+                return current  # type: ignore[return-value]
+            fresh = None
+            if current is not None and current.version == label[0]:
+                if label[1] - current.position <= self.max_positions_behind:
+                    fresh = catch_up(conn, current, label[1], self.max_providers_changed)
+            if fresh is None:
+                fresh = self._loader(conn, *label)
+                self.loads += 1
+            else:
+                self.updates += 1
+            self._current = fresh
+            return fresh
+
+
+def _holds(snapshot: Topology | None, label: tuple[str, int]) -> bool:
+    # A search whose transaction began before the snapshot's last update may
+    # see an older position: the newer snapshot serves it too.
+    return snapshot is not None and snapshot.version == label[0] and snapshot.position >= label[1]
+
+
+def catch_up(conn: Connection, old: Topology, position: int, max_providers: int) -> Topology | None:
+    """``old`` with the changes up to ``position`` applied; None when it
+    must be read whole (a position missing from the log, too many providers)."""
+    params = {"after": old.position, "upto": position}
+    rows = _rows(conn, _CHANGES, params)
+    if len({row[0] for row in rows}) != position - old.position:
+        # Pruned: these changes are no longer known.
+        return None
+    provider_ids = {rp_id for _position, rp_id in rows if rp_id is not None}
+    if len(provider_ids) > max_providers:
+        return None
+    classes = any(rp_id is None for _position, rp_id in rows)
+    return _Patch(conn, old, provider_ids, classes, params).build(position)
+
+
+class _Patch:
+    """The next snapshot: ``old`` with ``ids``' rows read again."""
+
+    def __init__(self, conn: Connection, old: Topology, ids: set[int], classes: bool, params: dict[str, int]) -> None:
+        self.params = params
+        # resource class id -> provider id -> its new row (None: gone), filled by _inventories
+        self.inventory_changes: dict[int, dict[int, InventoryRow | None]] = {}
+        self.conn = conn
+        self.old = old
+        self.ids = ids
+        self.classes = classes
+
+    def build(self, position: int) -> Topology | None:
+        old = self.old
+        ids = sorted(self.ids)
+        rows = self._provider_rows(ids)
+        providers, uuids, ids_by_uuid, root_of, members_of = self._providers(rows)
+        if not _consistent(providers, members_of, rows, self.ids, old.root_of):
+            # Rows read under READ COMMITTED already hold later writes that
+            # name providers this snapshot lacks: read everything.
+            return None
+        known = rows.keys()
+        inventory, capacities, new_classes = self._inventories(ids, known)
+        traits_of, trait_names_of, sharing = self._traits(ids, known)
+        aggs_of, aggregate_ids = self._aggregates(ids, known)
+        class_names = old.class_names
+        if self.classes or new_classes - class_names.keys():
+            class_names = dict(_rows(self.conn, _CLASS_NAMES, {}))
+        anchors_of = old.anchors_of
+        if (sharing or old.sharing) and (
+            sharing is not old.sharing or aggs_of is not old.aggs_of or root_of is not old.root_of
+        ):
+            anchors_of = sharing_anchors(sharing, aggs_of, root_of)
+        fresh = Topology(
+            version=old.version,
+            position=position,
+            providers=providers,
+            uuids=uuids,
+            ids_by_uuid=ids_by_uuid,
+            root_of=root_of,
+            members_of=members_of,
+            inventory=inventory,
+            capacities=capacities,
+            traits_of=traits_of,
+            trait_names_of=trait_names_of,
+            aggs_of=aggs_of,
+            aggregate_ids=aggregate_ids,
+            class_names=class_names,
+            sharing=sharing,
+            anchors_of=anchors_of,
+        )
+        if anchors_of == old.anchors_of:
+            fresh._indexes.update(self._indexes(fresh))
+        if class_names == old.class_names:
+            for key, kept in list(old.derived.items()):
+                # (one C-level copy: safe while other searches add to it)
+                copied = dict(kept)
+                for rp in ids:
+                    copied.pop(rp, None)
+                fresh.derived[key] = copied
+        return fresh
+
+    # ------------------------------------------------------------ providers
+
+    def _provider_rows(self, ids: list[int]) -> dict[int, ProviderRow]:
+        if not ids:
+            return {}
+        found = _rows(self.conn, _PROVIDERS, self.params)
+        return {rp_id: ProviderRow(uuid, parent_id, root_id) for rp_id, uuid, parent_id, root_id in found}
+
+    def _providers(
+        self, rows: dict[int, ProviderRow]
+    ) -> tuple[dict[int, ProviderRow], dict[int, str], dict[str, int], dict[int, int], dict[int, list[int]]]:
+        old = self.old
+        gone = [rp for rp in self.ids if rp not in rows and rp in old.providers]
+        moved = [rp for rp, row in rows.items() if old.providers.get(rp) != row]
+        if not gone and not moved:
+            return old.providers, old.uuids, old.ids_by_uuid, old.root_of, old.members_of
+        providers = dict(old.providers)
+        uuids = dict(old.uuids)
+        ids_by_uuid = dict(old.ids_by_uuid)
+        root_of = dict(old.root_of)
+        members_of = dict(old.members_of)
+        # Lists of the old snapshot are copied before their first change.
+        copied: set[int] = set()
+
+        def members(root: int) -> list[int]:
+            if root not in copied:
+                copied.add(root)
+                members_of[root] = list(members_of.get(root, ()))
+            return members_of[root]
+
+        for rp in gone + moved:
+            before = providers.pop(rp, None)
+            if before is None:
+                continue
+            ids_by_uuid.pop(before.uuid, None)
+            del uuids[rp]
+            members(root_of.pop(rp)).remove(rp)
+        for rp in moved:
+            row = rows[rp]
+            providers[rp] = row
+            uuids[rp] = row.uuid
+            ids_by_uuid[row.uuid] = rp
+            root_of[rp] = row.root_id
+            members(row.root_id).append(rp)
+        for root in copied:
+            if not members_of[root]:
+                del members_of[root]
+        return providers, uuids, ids_by_uuid, root_of, members_of
+
+    # ---------------------------------------------------------- inventories
+
+    def _inventories(
+        self, ids: list[int], known: Iterable[int]
+    ) -> tuple[dict[int, dict[int, InventoryRow]], dict[int, SummaryRows], set[int]]:
+        old = self.old
+        new_rows: dict[int, dict[int, InventoryRow]] = {rp: {} for rp in known}
+        if ids:
+            found = _rows(self.conn, _INVENTORIES, self.params)
+            for rp, rc, total, reserved, min_unit, max_unit, step, ratio in found:
+                if rp in new_rows:
+                    new_rows[rp][rc] = ((total - reserved) * ratio, 0, min_unit, max_unit, step)
+        inventory = old.inventory
+        capacities = old.capacities
+        classes_seen: set[int] = set()
+        for rp in ids:
+            now = new_rows.get(rp, {})
+            before = {rc: rows[rp] for rc, rows in old.inventory.items() if rp in rows}
+            classes_seen.update(now)
+            if now == before:
+                continue
+            for rc in now.keys() | before.keys():
+                if now.get(rc) != before.get(rc):
+                    self.inventory_changes.setdefault(rc, {})[rp] = now.get(rc)
+            if capacities is old.capacities:
+                capacities = dict(old.capacities)
+            if now:
+                capacities[rp] = tuple((rc, int(row[0]), 0) for rc, row in now.items())
+            else:
+                capacities.pop(rp, None)
+        if self.inventory_changes:
+            inventory = dict(old.inventory)
+            for rc, changes in self.inventory_changes.items():
+                by_provider = dict(inventory.get(rc, {}))
+                for rp, row in changes.items():
+                    if row is None:
+                        by_provider.pop(rp, None)
+                    else:
+                        by_provider[rp] = row
+                if by_provider:
+                    inventory[rc] = by_provider
+                else:
+                    inventory.pop(rc, None)
+        return inventory, capacities, classes_seen
+
+    def _indexes(self, fresh: Topology) -> dict[int, ClassIndex]:
+        """The old snapshot's class indexes, patched where they can be:
+        a class whose changed providers include sharing ones is left to be
+        built again when needed."""
+        old = self.old
+        moved = {rp for rp in self.ids if old.root_of.get(rp) != fresh.root_of.get(rp)}
+        kept: dict[int, ClassIndex] = {}
+        for rc, index in list(old._indexes.items()):
+            changes = dict(self.inventory_changes.get(rc, {}))
+            rows = fresh.inventory.get(rc)
+            if rows is None:
+                continue
+            for rp in moved:
+                if rp in rows and rp not in changes:
+                    changes[rp] = rows[rp]
+            if not changes:
+                kept[rc] = index
+                continue
+            if any(rp in old.sharing or rp in fresh.sharing for rp in changes):
+                continue
+            kept[rc] = _patched_index(index, old.inventory.get(rc, {}), changes, old.root_of, fresh.root_of)
+        return kept
+
+    # ---------------------------------------------------- traits, aggregates
+
+    def _memberships(self, statement: sa.Select, known: Iterable[int]) -> dict[int, dict[int, str]]:
+        found: dict[int, dict[int, str]] = {rp: {} for rp in known}
+        if self.ids:
+            for rp, member_id, name in _rows(self.conn, statement, self.params):
+                if rp in found:
+                    found[rp][member_id] = name
+        return found
+
+    def _traits(
+        self, ids: list[int], known: Iterable[int]
+    ) -> tuple[dict[int, frozenset[int]], dict[int, list[str]], frozenset[int]]:
+        old = self.old
+        found = self._memberships(_TRAITS, known)
+        traits_of, trait_names_of, sharing = old.traits_of, old.trait_names_of, old.sharing
+        for rp in ids:
+            now = found.get(rp, {})
+            if frozenset(now) == old.traits_of.get(rp, frozenset()):
+                continue
+            if traits_of is old.traits_of:
+                traits_of, trait_names_of = dict(old.traits_of), dict(old.trait_names_of)
+            if now:
+                traits_of[rp] = frozenset(now)
+                trait_names_of[rp] = sorted(now.values())
+            else:
+                traits_of.pop(rp, None)
+                trait_names_of.pop(rp, None)
+        if traits_of is not old.traits_of:
+            sharing_now = {rp for rp in ids if SHARING_TRAIT in found.get(rp, {}).values()}
+            updated = (old.sharing - set(ids)) | sharing_now
+            if updated != old.sharing:
+                sharing = frozenset(updated)
+        return traits_of, trait_names_of, sharing
+
+    def _aggregates(self, ids: list[int], known: Iterable[int]) -> tuple[dict[int, frozenset[int]], dict[str, int]]:
+        old = self.old
+        found = self._memberships(_AGGREGATES, known)
+        aggs_of, aggregate_ids = old.aggs_of, old.aggregate_ids
+        for rp in ids:
+            now = found.get(rp, {})
+            if frozenset(now) == old.aggs_of.get(rp, frozenset()):
+                continue
+            if aggs_of is old.aggs_of:
+                aggs_of = dict(old.aggs_of)
+            if now:
+                aggs_of[rp] = frozenset(now)
+            else:
+                aggs_of.pop(rp, None)
+            for agg_id, uuid in now.items():
+                if aggregate_ids.get(uuid) != agg_id:
+                    if aggregate_ids is old.aggregate_ids:
+                        aggregate_ids = dict(old.aggregate_ids)
+                    # (an aggregate left by every provider stays known: it
+                    # matches no provider, as an unknown one would not)
+                    aggregate_ids[uuid] = agg_id
+        return aggs_of, aggregate_ids
+
+
+def _consistent(
+    providers: dict[int, ProviderRow],
+    members_of: dict[int, list[int]],
+    rows: dict[int, ProviderRow],
+    ids: set[int],
+    old_root_of: dict[int, int],
+) -> bool:
+    """Every parent and root named by a re-read provider is known, and no
+    provider is left below a deleted one."""
+    for row in rows.values():
+        if row.root_id not in providers or (row.parent_id is not None and row.parent_id not in providers):
+            return False
+    gone = ids - rows.keys()
+    if not gone:
+        return True
+    for rp in gone:
+        if rp in members_of:
+            return False
+    roots = {old_root_of[rp] for rp in gone if rp in old_root_of}
+    return not any(providers[m].parent_id in gone for root in roots for m in members_of.get(root, ()))
+
+
+def _limit(row: InventoryRow) -> float:
+    return min(row[0], row[3])
+
+
+def _is_special(row: InventoryRow) -> bool:
+    return row[2] != 1 or row[4] != 1
+
+
+def _patched_index(
+    index: ClassIndex,
+    before: dict[int, InventoryRow],
+    changes: dict[int, InventoryRow | None],
+    old_root_of: dict[int, int],
+    root_of: dict[int, int],
+) -> ClassIndex:
+    """``index`` with ``changes`` (provider -> its new row, None when gone)
+    applied; none of them is a sharing provider."""
+    by_anchor = index.by_anchor
+    limits, limited = list(index.limits), list(index.limited)
+    copied: set[int] = set()
+
+    def anchor_list(root: int) -> list[int]:
+        nonlocal by_anchor
+        if by_anchor is index.by_anchor:
+            by_anchor = dict(index.by_anchor)
+        if root not in copied:
+            copied.add(root)
+            by_anchor[root] = list(by_anchor.get(root, ()))
+        return by_anchor[root]
+
+    special_changed = False
+    for rp, row in changes.items():
+        old_row = before.get(rp)
+        old_root = old_root_of.get(rp) if old_row is not None else None
+        new_root = root_of.get(rp) if row is not None else None
+        if old_root != new_root:
+            if old_root is not None:
+                anchor_list(old_root).remove(rp)
+            if new_root is not None:
+                anchor_list(new_root).append(rp)
+        if old_row is not None:
+            value = _limit(old_row)
+            low = bisect.bisect_left(limits, value)
+            at = bisect.bisect_left(limited, rp, low, bisect.bisect_right(limits, value))
+            del limits[at], limited[at]
+        if row is not None:
+            value = _limit(row)
+            low = bisect.bisect_left(limits, value)
+            at = bisect.bisect_left(limited, rp, low, bisect.bisect_right(limits, value))
+            limits.insert(at, value)
+            limited.insert(at, rp)
+        if (old_row is not None and _is_special(old_row)) != (row is not None and _is_special(row)):
+            special_changed = True
+    for root in copied:
+        if not by_anchor[root]:
+            del by_anchor[root]
+    special = index.special
+    if special_changed:
+        special = [rp for rp in index.special if rp not in changes]
+        special += [rp for rp, row in changes.items() if row is not None and _is_special(row)]
+    return ClassIndex(by_anchor=by_anchor, limits=limits, limited=limited, special=special)
