@@ -61,3 +61,17 @@ def test_candidate_summaries_list_traits_in_creation_order(placement) -> None:
     rp = _provider_with_traits(placement, ["CUSTOM_MANGO", "CUSTOM_APPLE", "CUSTOM_ZEBRA", *STANDARD])
     body = placement.client("1.17").get("/allocation_candidates?resources=VCPU:1").json()
     assert body["provider_summaries"][rp]["traits"] == _standard_in_creation_order(placement) + CUSTOM
+
+
+def test_candidate_summaries_keep_creation_order_after_a_trait_change(placement) -> None:
+    # The search has a snapshot already; the change is applied to it, not read afresh.
+    _create_traits(placement)
+    rp = _provider_with_traits(placement, ["CUSTOM_APPLE"])
+    client = placement.client("1.17")
+    assert client.get("/allocation_candidates?resources=VCPU:1").json()["provider_summaries"][rp]["traits"] == [
+        "CUSTOM_APPLE"]
+    placement.client("1.6").put(f"/resource_providers/{rp}/traits", json={
+        "resource_provider_generation": 2, "traits": ["CUSTOM_MANGO", "CUSTOM_APPLE", "CUSTOM_ZEBRA"],
+    }).raise_for_status()
+    body = client.get("/allocation_candidates?resources=VCPU:1").json()
+    assert body["provider_summaries"][rp]["traits"] == CUSTOM

@@ -384,7 +384,8 @@ class _Patch:
                 traits_of, trait_names_of = dict(old.traits_of), dict(old.trait_names_of)
             if now:
                 traits_of[rp] = frozenset(now)
-                trait_names_of[rp] = sorted(now.values())
+                # In the order the traits were created (by id), as a full read lists them.
+                trait_names_of[rp] = [now[trait_id] for trait_id in sorted(now)]
             else:
                 traits_of.pop(rp, None)
                 trait_names_of.pop(rp, None)
