@@ -117,8 +117,11 @@ def create(state: BaremetalState, req: falcon.Request, resp: falcon.Response) ->
     state.policy.authorize(req.context, "baremetal:runbook:create")
     body = _check(req, common.json_body(state, req))
     owner = body.get("owner")
-    if not req.context.is_admin:
-        project = req.context.project_id
+    # As upstream: whoever is not system-scoped (a project admin too)
+    # creates runbooks of their own project; an admin without any project
+    # (noauth2) names the owner it wants.
+    project = req.context.project_id
+    if req.context.system_scope != "all" and (project or not req.context.is_admin):
         if owner and owner != project:
             raise BadRequest("Cannot create a runbook as a project scoped admin with an owner other than your own "
                              "project.")
@@ -229,8 +232,8 @@ def remove_traits(state: BaremetalState, req: falcon.Request, resp: falcon.Respo
 def remove_trait(state: BaremetalState, req: falcon.Request, resp: falcon.Response, runbook_ident: str,
                  trait: str) -> None:
     runbook = _find_visible(state, req, runbook_ident, "baremetal:runbook:update")
-    if not state.db.write(lambda conn: db.remove_trait(conn, runbook["id"], trait)):
-        raise NotFound(f"Runbook {runbook['uuid']} doesn't have a trait '{trait}'")
+    # Removing a trait the runbook does not have is a no-op, as upstream.
+    state.db.write(lambda conn: db.remove_trait(conn, runbook["id"], trait))
     send_empty(resp, 204)
 
 
