@@ -11,7 +11,8 @@ Two suites, both written by the clients' authors against a real Ironic:
 * python-ironicclient's ``ironicclient/tests/functional/osc`` (the
   ``openstack baremetal`` commands through tempest's CLI runner), taken from
   the last sdist that shipped them (python-ironicclient 5.8.0) and run with
-  the installed, current client against a Corral with ``noauth2``, as the
+  the installed, current client against a Corral with ``noauth`` (every
+  request an administrator, as upstream's ``noauth``), as the
   suite's ``[functional] auth_strategy = noauth`` mode expects.
 
 Nothing of the suites is kept in this repository. The suites run in a
@@ -280,7 +281,7 @@ def fetch_osc_tests(python: Path, workdir: Path) -> Path:
 
 def run_osc_suite(python: Path, workdir: Path, select: str | None) -> dict[str, str]:
     tests = fetch_osc_tests(python, workdir)
-    corral = Corral(workdir / "corral", "noauth2").start()
+    corral = Corral(workdir / "corral", "noauth").start()
     try:
         config = workdir / "test.conf"
         config.write_text(f"[functional]\nauth_strategy = noauth\nironic_url = {corral.url}/baremetal\n")
