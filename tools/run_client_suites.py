@@ -217,12 +217,21 @@ def run_pytest(python: Path, args: list[str], cwd: Path, env: dict[str, str], ju
         outcome = "passed"
         for child in case:
             if child.tag in ("failure", "error"):
-                outcome = "failed: " + (child.get("message") or "").splitlines()[0][:300] if child.get(
-                    "message") else "failed"
+                outcome = "failed: " + _failure_line(child.text or child.get("message") or "")
             elif child.tag == "skipped":
                 outcome = "skipped: " + (child.get("message") or "")[:200]
         results[test_id] = outcome
     return results
+
+
+EXCEPTION_LINE = re.compile(r"^(E\s+)?[\w.]*(Error|Exception|Failed|Failure|MismatchError)\b.*:")
+
+
+def _failure_line(text: str) -> str:
+    """The exception line of a failure's traceback (the last one naming an exception)."""
+    lines = [line for line in text.splitlines() if EXCEPTION_LINE.match(line.strip())]
+    chosen = lines[-1] if lines else (text.strip().splitlines() or [""])[-1]
+    return chosen.strip()[:400]
 
 
 def clean_env(extra: dict[str, str]) -> dict[str, str]:
@@ -322,6 +331,8 @@ def main() -> int:
     parser.add_argument("--workdir", type=Path, help="keep logs, reports and databases here")
     parser.add_argument("-k", dest="select", help="pytest -k expression")
     args = parser.parse_args()
+    # A terminated run still stops the Corral it started (the ``finally`` blocks).
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
     python = ensure_venv(args.venv)
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="corral-client-suites-"))
     workdir.mkdir(parents=True, exist_ok=True)
@@ -339,9 +350,7 @@ def main() -> int:
         passed, failed = report(title, results)
         totals[0] += passed
         totals[1] += failed
-    unexpected = 0
     print(f"\n{totals[0]} passed, {totals[1]} failed")
-    del unexpected
     return 0 if totals[1] == 0 else 1
 
 

@@ -8,6 +8,7 @@ from corral.baremetal.api.handlers import (
     deploy_templates,
     drivers,
     events,
+    inspection_rules,
     management,
     node_extras,
     node_states,
@@ -37,4 +38,5 @@ ROUTES: list[Route] = [
     *deploy_templates.ROUTES,
     *runbooks.ROUTES,
     *events.ROUTES,
+    *inspection_rules.ROUTES,
 ]
