@@ -248,8 +248,9 @@ def run_sdk_suite(python: Path, workdir: Path, select: str | None) -> dict[str, 
         identity.flavor()
         clouds = workdir / "clouds.yaml"
         write_clouds_yaml(clouds, identity)
+        # As the suite's own tox "functional" environment sets them.
         env = clean_env({"OS_CLIENT_CONFIG_FILE": str(clouds), "OS_CLOUD": "devstack-admin",
-                         "OPENSTACKSDK_FUNC_TEST_TIMEOUT": "120"})
+                         "OS_TEST_TIMEOUT": "600", "OPENSTACKSDK_EXAMPLE_CONFIG_KEY": "functional"})
         args = ["--pyargs", "openstack.tests.functional.baremetal"]
         if select:
             args += ["-k", select]
