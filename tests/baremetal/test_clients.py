@@ -251,6 +251,6 @@ def test_openstack_baremetal_inspection_rule_commands(baremetal, client_backend)
     _cli(baremetal, "inspection", "rule", "set", rule["uuid"], "--priority", "20", "--description", "renamed")
     shown = cli_json("inspection", "rule", "show", rule["uuid"])
     assert (shown["priority"], shown["description"]) == (20, "renamed")
-    assert shown["actions"] == [{"op": "set-attribute", "args": ["/driver", "fake-hardware"], "loop": []}]
+    assert shown["actions"] == [{"op": "set-attribute", "args": ["/driver", "fake-hardware"]}]
     _cli(baremetal, "inspection", "rule", "delete", rule["uuid"])
     assert cli_json("inspection", "rule", "list") == []

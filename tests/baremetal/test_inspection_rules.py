@@ -21,9 +21,9 @@ def test_inspection_rule_crud(baremetal) -> None:
     rule = _create(client, conditions=CONDITIONS, description="memory", phase="main", priority=100)
     assert list(rule) == ["uuid", "created_at", "updated_at", "description", "priority", "sensitive", "phase",
                           "conditions", "actions", "links"]
-    # Without a loop, "multiple" is not kept in the answer; actions always show their loop.
+    # Without a loop, neither "loop" nor "multiple" is in the answer.
     assert rule["conditions"] == [{"op": "eq", "args": ["node:memory_mb", 4096]}]
-    assert rule["actions"] == [{"op": "set-attribute", "args": ["/driver", "idrac"], "loop": []}]
+    assert rule["actions"] == ACTIONS
     assert (rule["priority"], rule["sensitive"], rule["phase"]) == (100, False, "main")
     assert client.get(f"/v1/inspection_rules/{rule['uuid']}").json() == rule
     listed = client.get("/v1/inspection_rules").json()["inspection_rules"]
@@ -37,12 +37,22 @@ def test_inspection_rule_crud(baremetal) -> None:
     assert patched.status_code == 200, patched.text
     assert (patched.json()["priority"], patched.json()["description"]) == (150, "memory")
     assert client.get(f"/v1/inspection_rules/{rule['uuid']}").json()["actions"] == [
-        {"op": "add-trait", "args": {"name": "CUSTOM_X"}, "loop": []}]
+        {"op": "add-trait", "args": {"name": "CUSTOM_X"}}]
     assert client.delete(f"/v1/inspection_rules/{rule['uuid']}").status_code == 204
     missing = client.get(f"/v1/inspection_rules/{rule['uuid']}")
     assert missing.status_code == 404
     assert faultstring(missing) == f"Inspection rule {rule['uuid']} could not be found."
     assert client.delete(f"/v1/inspection_rules/{uuid.uuid4()}").status_code == 404
+
+
+def test_loops_are_kept(baremetal) -> None:
+    client = baremetal.client()
+    conditions = [{"op": "is-true", "args": ["{item}"], "loop": ["a", "b"]}]
+    actions = [{"op": "add-trait", "args": ["{item}"], "loop": ["CUSTOM_A"]}]
+    rule = _create(client, conditions=conditions, actions=actions)
+    # A loop's "multiple" defaults to "any".
+    assert rule["conditions"] == [{**conditions[0], "multiple": "any"}]
+    assert rule["actions"] == actions
 
 
 def test_sensitive_rules_hide_what_they_do(baremetal) -> None:

@@ -149,4 +149,11 @@ def shown_conditions(conditions: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def shown_actions(actions: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    return [{"op": action["op"], "args": action["args"], "loop": action.get("loop", [])} for action in actions]
+    """Actions as upstream answers them: ``loop`` only when there is one."""
+    shown = []
+    for action in actions:
+        item = {"op": action["op"], "args": action["args"]}
+        if action.get("loop"):
+            item["loop"] = action["loop"]
+        shown.append(item)
+    return shown
