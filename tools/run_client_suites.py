@@ -11,13 +11,13 @@ Two suites, both written by the clients' authors against a real Ironic:
 * python-ironicclient's ``ironicclient/tests/functional/osc`` (the
   ``openstack baremetal`` commands through tempest's CLI runner), taken from
   the last sdist that shipped them (python-ironicclient 5.8.0) and run with
-  the installed, current client against a Corral with ``noauth`` (every
+  that client release against a Corral with ``noauth`` (every
   request an administrator, as upstream's ``noauth``), as the
   suite's ``[functional] auth_strategy = noauth`` mode expects.
 
-Nothing of the suites is kept in this repository. The suites run in a
-virtual environment of their own (``--venv``, created on first use with
-pinned client versions); Corral runs from this checkout with the
+Nothing of the suites is kept in this repository. The suites run in
+virtual environments of their own (``--sdk-venv``, ``--osc-venv``, created
+on first use with pinned client versions); Corral runs from this checkout with the
 interpreter that runs this script. Each suite gets a fresh Corral on fresh
 embedded SQLite databases. The closing lines say ``N passed, N failed`` per
 suite and name every failure, with the reason where it is known.
@@ -49,13 +49,15 @@ import requests
 import yaml
 
 REPO = Path(__file__).resolve().parent.parent
-DEFAULT_VENV = Path("/work/venvs/client-suites")
-# The clients the suites run with; ironicclient's functional tests come from
-# the last release that shipped them.
-VENV_PACKAGES = [
-    "openstacksdk==4.22.0", "python-openstackclient==10.5.0", "python-ironicclient==6.3.0",
-    "tempest", "pytest", "oslotest", "fixtures", "testtools", "testscenarios", "requests-mock", "ddt",
-]
+# Each suite runs with the clients it was written for: openstacksdk's tests
+# ship inside openstacksdk; ironicclient's OSC tests left the project after
+# 5.8.0, whose list commands still label their columns ("UUID", "Name")
+# where 6.x prints field names, so they run with the 5.8.0 client.
+DEFAULT_SDK_VENV = Path("/work/venvs/client-suites")
+DEFAULT_OSC_VENV = Path("/work/venvs/client-suites-osc")
+SDK_PACKAGES = ["openstacksdk==4.22.0", "pytest", "oslotest", "fixtures", "testtools", "testscenarios",
+                "requests-mock"]
+OSC_PACKAGES = ["python-ironicclient==5.8.0", "python-openstackclient==10.5.0", "tempest", "pytest", "ddt"]
 IRONICCLIENT_TESTS_SDIST = "python-ironicclient==5.8.0"
 
 # Failures that upstream Ironic 39 shows too, or that come from the suite
@@ -194,11 +196,11 @@ def write_clouds_yaml(path: Path, identity: Identity) -> None:
 # ------------------------------------------------------------------ suites
 
 
-def ensure_venv(venv: Path) -> Path:
+def ensure_venv(venv: Path, packages: list[str]) -> Path:
     python = venv / "bin" / "python"
     if not python.exists():
         subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
-        subprocess.run([str(python), "-m", "pip", "install", "-q", *VENV_PACKAGES], check=True)
+        subprocess.run([str(python), "-m", "pip", "install", "-q", *packages], check=True)
     return python
 
 
@@ -289,12 +291,13 @@ def fetch_osc_tests(python: Path, workdir: Path) -> Path:
     return target
 
 
-def run_osc_suite(python: Path, workdir: Path, select: str | None) -> dict[str, str]:
+def run_osc_suite(python: Path, workdir: Path, select: str | None, url: str | None = None) -> dict[str, str]:
     tests = fetch_osc_tests(python, workdir)
-    corral = Corral(workdir / "corral", "noauth").start()
+    corral = None if url else Corral(workdir / "corral", "noauth").start()
     try:
+        endpoint = url or f"{corral.url}/baremetal"
         config = workdir / "test.conf"
-        config.write_text(f"[functional]\nauth_strategy = noauth\nironic_url = {corral.url}/baremetal\n")
+        config.write_text(f"[functional]\nauth_strategy = noauth\nironic_url = {endpoint}\n")
         # The suite runs the CLI from ``./.tox/$OS_TESTENV_NAME/bin``.
         tox = workdir / ".tox"
         tox.mkdir(exist_ok=True)
@@ -307,7 +310,8 @@ def run_osc_suite(python: Path, workdir: Path, select: str | None) -> dict[str, 
             args += ["-k", select]
         return run_pytest(python, args, workdir, env, workdir / "osc.xml", workdir / "osc.log")
     finally:
-        corral.stop()
+        if corral is not None:
+            corral.stop()
 
 
 def report(name: str, results: dict[str, str]) -> tuple[int, int]:
@@ -327,14 +331,17 @@ def report(name: str, results: dict[str, str]) -> tuple[int, int]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--suite", choices=("sdk", "osc", "all"), default="all")
-    parser.add_argument("--venv", type=Path, default=DEFAULT_VENV,
-                        help="virtual environment for the clients and their suites (created when missing)")
+    parser.add_argument("--sdk-venv", type=Path, default=DEFAULT_SDK_VENV,
+                        help="virtual environment for openstacksdk and its suite (created when missing)")
+    parser.add_argument("--osc-venv", type=Path, default=DEFAULT_OSC_VENV,
+                        help="virtual environment for python-ironicclient 5.8.0 and its suite (created when missing)")
     parser.add_argument("--workdir", type=Path, help="keep logs, reports and databases here")
     parser.add_argument("-k", dest="select", help="pytest -k expression")
+    parser.add_argument("--osc-url", help="run the OSC suite against this Bare Metal endpoint (with noauth) "
+                                          "instead of a fresh Corral, to compare with upstream Ironic")
     args = parser.parse_args()
     # A terminated run still stops the Corral it started (the ``finally`` blocks).
     signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
-    python = ensure_venv(args.venv)
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="corral-client-suites-"))
     workdir.mkdir(parents=True, exist_ok=True)
     print(f"logs and reports in {workdir}")
@@ -345,8 +352,11 @@ def main() -> int:
         if suite_dir.exists():
             shutil.rmtree(suite_dir)
         suite_dir.mkdir()
-        run = run_sdk_suite if suite == "sdk" else run_osc_suite
-        results = run(python, suite_dir, args.select)
+        if suite == "sdk":
+            results = run_sdk_suite(ensure_venv(args.sdk_venv, SDK_PACKAGES), suite_dir, args.select)
+        else:
+            results = run_osc_suite(ensure_venv(args.osc_venv, OSC_PACKAGES), suite_dir, args.select,
+                                    args.osc_url)
         title = {"sdk": "openstacksdk baremetal functional", "osc": "python-ironicclient OSC functional"}[suite]
         passed, failed = report(title, results)
         totals[0] += passed
