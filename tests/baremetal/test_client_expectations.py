@@ -121,3 +121,17 @@ def test_volume_lists_take_detail_at_every_version(baremetal) -> None:
     assert "extra" not in short
     both = old.get("/v1/volume/targets?detail=True&fields=uuid")
     assert both.status_code == 400
+
+
+def test_step_sets_name_a_bad_uuid_in_upstreams_words(baremetal) -> None:
+    client = baremetal.client()
+    template = client.post("/v1/deploy_templates", json={
+        "name": "CUSTOM_X", "uuid": "!@#$^*&%^",
+        "steps": [{"interface": "bios", "step": "factory_reset", "args": {}, "priority": 10}]})
+    assert template.status_code == 400
+    assert faultstring(template) == "Expected UUID for uuid: !@#$^*&%^"
+    runbook = client.post("/v1/runbooks", json={"name": "CUSTOM_X", "uuid": "nope", "steps": [RUNBOOK_STEP]})
+    assert runbook.status_code == 400
+    assert faultstring(runbook) == "Expected UUID for uuid: nope"
+    assert client.get("/v1/deploy_templates").json() == {"deploy_templates": []}
+    assert client.get("/v1/runbooks").json() == {"runbooks": []}

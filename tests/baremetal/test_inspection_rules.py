@@ -70,7 +70,7 @@ def test_sensitive_rules_hide_what_they_do(baremetal) -> None:
 def test_bad_rules_are_refused_and_nothing_is_stored(baremetal) -> None:
     client = baremetal.client()
     cases = [
-        ({"actions": []}, "Schema error for inspection_rule: [] should be non-empty"),
+        ({"actions": []}, "Schema error: [] should be non-empty"),
         ({"actions": [{"op": "explode", "args": []}]}, None),
         ({"actions": ACTIONS, "phase": "late"}, "Invalid phase: late. Valid phases are: main"),
         ({"actions": ACTIONS, "priority": 10000}, "Priority must be between 0 and 9999 for user-defined rules."),
@@ -81,6 +81,7 @@ def test_bad_rules_are_refused_and_nothing_is_stored(baremetal) -> None:
         ({"actions": ACTIONS, "conditions": [{"op": "!in-net", "args": {"address": "10.0.0.1"}}]},
          "Invalid parameters for condition operator in-net: missing required argument(s): subnet"),
         ({"actions": ACTIONS, "name": "x"}, None),
+        ({"actions": ACTIONS, "uuid": "!@#"}, "Expected UUID for uuid: !@#"),
     ]
     for body, message in cases:
         response = client.post("/v1/inspection_rules", json=body)

@@ -56,7 +56,7 @@ def test_deploy_template_crud(baremetal) -> None:
         ({"name": "CUSTOM_X", "steps": [BIOS_STEP, BIOS_STEP]},
          "Deploy template invalid: Duplicate deploy steps. A template cannot have multiple deploy steps with the "
          "same interface and step. Duplicates: interface: bios, step: apply_configuration."),
-        ({"name": "CUSTOM_X", "steps": [BIOS_STEP], "uuid": "nope"}, "Schema error: 'nope' is not a 'uuid'"),
+        ({"name": "CUSTOM_X", "steps": [BIOS_STEP], "uuid": "nope"}, "Expected UUID for uuid: nope"),
         ({"name": "CUSTOM_X", "steps": [BIOS_STEP], "bogus": 1},
          "Schema error: Additional properties are not allowed ('bogus' was unexpected)"),
     ],

@@ -61,7 +61,7 @@ def schema() -> dict[str, Any]:
     return {
         "type": "object",
         "properties": {
-            "uuid": {"type": ["string", "null"], "format": "uuid"},
+            "uuid": {"type": ["string", "null"]},
             "priority": {"type": "integer", "minimum": 0},
             "description": {"type": ["string", "null"], "maxLength": 255},
             "sensitive": {"type": ["boolean", "null"]},

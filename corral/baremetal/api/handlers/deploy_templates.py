@@ -34,7 +34,7 @@ def _schema() -> dict[str, Any]:
             "extra": {"type": ["object", "null"]},
             "name": shared.trait_schema(),
             "steps": {"type": "array", "items": shared.DEPLOY_STEP, "minItems": 1},
-            "uuid": {"type": ["string", "null"], "format": "uuid"},
+            "uuid": {"type": ["string", "null"]},
         },
         "required": ["name", "steps"],
         "additionalProperties": False,
@@ -47,6 +47,7 @@ def _render(req: falcon.Request, template: dict[str, Any], fields: list[str] | N
 
 def _check(body: Any) -> dict[str, Any]:
     schemas.validate(_schema(), body, None)
+    shared.check_uuid(body)
     shared.check_duplicates(body["steps"])
     return body
 

@@ -72,7 +72,9 @@ def _find(state: BaremetalState, ident: str) -> dict[str, Any]:
 
 
 def _checked(body: Any) -> dict[str, Any]:
-    schemas.validate(rules.schema(), body, "inspection_rule")
+    schemas.validate(rules.schema(), body, None)
+    # Upstream stores a rule with a bad UUID and answers 500; refused here.
+    shared.check_uuid(body)
     rules.check(body)
     return body
 

@@ -31,7 +31,7 @@ BASE_FIELDS = ("name", "extra", "public", "owner", "disable_ramdisk")
 
 def _schema(req: falcon.Request) -> dict[str, Any]:
     properties: dict[str, Any] = {
-        "uuid": {"type": ["string", "null"], "format": "uuid"},
+        "uuid": {"type": ["string", "null"]},
         "name": shared.trait_schema(),
         "steps": {"type": "array", "items": shared.RUNBOOK_STEP, "minItems": 1},
         "disable_ramdisk": {"type": ["boolean", "null"]},
@@ -108,6 +108,7 @@ def show(state: BaremetalState, req: falcon.Request, resp: falcon.Response, runb
 
 def _check(req: falcon.Request, body: Any) -> dict[str, Any]:
     schemas.validate(_schema(req), body, None)
+    shared.check_uuid(body)
     shared.check_duplicates(body["steps"])
     return body
 
