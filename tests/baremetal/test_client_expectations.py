@@ -135,3 +135,23 @@ def test_step_sets_name_a_bad_uuid_in_upstreams_words(baremetal) -> None:
     assert faultstring(runbook) == "Expected UUID for uuid: nope"
     assert client.get("/v1/deploy_templates").json() == {"deploy_templates": []}
     assert client.get("/v1/runbooks").json() == {"runbooks": []}
+
+
+def test_drivers_list_raid_logical_disk_properties(baremetal) -> None:
+    client = baremetal.client()
+    properties = client.get("/v1/drivers/fake-hardware/raid/logical_disk_properties")
+    assert properties.status_code == 200, properties.text
+    assert sorted(properties.json()) == [
+        "controller", "disk_type", "interface_type", "is_root_volume", "number_of_physical_disks",
+        "physical_disks", "raid_level", "share_physical_disks", "size_gb", "volume_name"]
+    assert properties.json()["size_gb"].endswith("Required.")
+    assert baremetal.client(version="1.12").get(
+        "/v1/drivers/fake-hardware/raid/logical_disk_properties").json() == properties.json()
+    old = baremetal.client(version="1.11").get("/v1/drivers/fake-hardware/raid/logical_disk_properties")
+    assert (old.status_code, faultstring(old)) == (406, "Request not acceptable.")
+    unknown = client.get("/v1/drivers/nope/raid/logical_disk_properties")
+    assert (unknown.status_code, faultstring(unknown)) == (404, "The driver 'nope' is unknown.")
+    # Redfish's default RAID interface is "no-raid".
+    redfish = client.get("/v1/drivers/redfish/raid/logical_disk_properties")
+    assert (redfish.status_code, faultstring(redfish)) == (
+        400, "Driver redfish does not support raid (disabled or not implemented).")
