@@ -155,3 +155,17 @@ def test_drivers_list_raid_logical_disk_properties(baremetal) -> None:
     redfish = client.get("/v1/drivers/redfish/raid/logical_disk_properties")
     assert (redfish.status_code, faultstring(redfish)) == (
         400, "Driver redfish does not support raid (disabled or not implemented).")
+
+
+def test_step_set_schema_errors_name_the_document(baremetal) -> None:
+    client = baremetal.client()
+    runbook = client.post("/v1/runbooks", json={"name": "CUSTOM_Y", "steps": []})
+    assert faultstring(runbook) == "Schema error for runbook: [] should be non-empty"
+    template = client.post("/v1/deploy_templates", json={"name": "CUSTOM_Y", "steps": []})
+    assert faultstring(template) == "Schema error for template: [] should be non-empty"
+    client.post("/v1/runbooks", json={"name": "CUSTOM_RB", "steps": [RUNBOOK_STEP]})
+    client.post("/v1/deploy_templates", json={"name": "CUSTOM_DT", "steps": [
+        {"interface": "bios", "step": "factory_reset", "args": {}, "priority": 10}]})
+    for path in ("/v1/runbooks/CUSTOM_RB", "/v1/deploy_templates/CUSTOM_DT"):
+        response = client.patch(path, json=[{"op": "replace", "path": "/steps", "value": []}])
+        assert (response.status_code, faultstring(response)) == (400, "Schema error for patch: [] should be non-empty")

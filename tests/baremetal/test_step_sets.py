@@ -50,15 +50,17 @@ def test_deploy_template_crud(baremetal) -> None:
 @pytest.mark.parametrize(
     ("body", "message"),
     [
-        ({"name": "not_a_trait", "steps": [BIOS_STEP]}, "Schema error: 'not_a_trait' is not valid under any"),
-        ({"name": "CUSTOM_X", "steps": []}, "Schema error: [] should be non-empty"),
-        ({"name": "CUSTOM_X", "steps": [{**BIOS_STEP, "interface": "bogus"}]}, "Schema error: 'bogus' is not one of"),
+        ({"name": "not_a_trait", "steps": [BIOS_STEP]},
+         "Schema error for template: 'not_a_trait' is not valid under any"),
+        ({"name": "CUSTOM_X", "steps": []}, "Schema error for template: [] should be non-empty"),
+        ({"name": "CUSTOM_X", "steps": [{**BIOS_STEP, "interface": "bogus"}]},
+         "Schema error for template: 'bogus' is not one of"),
         ({"name": "CUSTOM_X", "steps": [BIOS_STEP, BIOS_STEP]},
          "Deploy template invalid: Duplicate deploy steps. A template cannot have multiple deploy steps with the "
          "same interface and step. Duplicates: interface: bios, step: apply_configuration."),
         ({"name": "CUSTOM_X", "steps": [BIOS_STEP], "uuid": "nope"}, "Expected UUID for uuid: nope"),
         ({"name": "CUSTOM_X", "steps": [BIOS_STEP], "bogus": 1},
-         "Schema error: Additional properties are not allowed ('bogus' was unexpected)"),
+         "Schema error for template: Additional properties are not allowed ('bogus' was unexpected)"),
     ],
 )
 def test_deploy_template_errors(baremetal, body, message) -> None:

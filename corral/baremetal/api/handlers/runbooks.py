@@ -106,8 +106,9 @@ def show(state: BaremetalState, req: falcon.Request, resp: falcon.Response, runb
     send_json(resp, _render(req, runbook, shared.parse_fields(req)))
 
 
-def _check(req: falcon.Request, body: Any) -> dict[str, Any]:
-    schemas.validate(_schema(req), body, None)
+def _check(req: falcon.Request, body: Any, what: str) -> dict[str, Any]:
+    """``what`` names the document in schema errors: "runbook" on create, "patch" on update (upstream's)."""
+    schemas.validate(_schema(req), body, what)
     shared.check_uuid(body)
     shared.check_duplicates(body["steps"])
     return body
@@ -116,7 +117,7 @@ def _check(req: falcon.Request, body: Any) -> dict[str, Any]:
 def create(state: BaremetalState, req: falcon.Request, resp: falcon.Response) -> None:
     shared.require_version(req, VERSION, NOT_ALLOWED)
     state.policy.authorize(req.context, "baremetal:runbook:create")
-    body = _check(req, common.json_body(state, req))
+    body = _check(req, common.json_body(state, req), "runbook")
     owner = body.get("owner")
     # As upstream: whoever is not system-scoped (a project admin too)
     # creates runbooks of their own project; an admin without any project
@@ -164,7 +165,7 @@ def patch(state: BaremetalState, req: falcon.Request, resp: falcon.Response, run
     for step in result.get("steps") or []:
         schemas.validate(shared.RUNBOOK_STEP, step, None)
     document = {key: value for key, value in result.items() if value is not None}
-    _check(req, document)
+    _check(req, document, "patch")
     if result.get("public") and result.get("owner"):
         raise BadRequest("There cannot be an owner for a public runbook")
     if result.get("owner") != runbook["owner"] or bool(result.get("public")) != bool(runbook["public"]):
