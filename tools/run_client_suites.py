@@ -60,9 +60,19 @@ SDK_PACKAGES = ["openstacksdk==4.22.0", "pytest", "oslotest", "fixtures", "testt
 OSC_PACKAGES = ["python-ironicclient==5.8.0", "python-openstackclient==10.5.0", "tempest", "pytest", "ddt"]
 IRONICCLIENT_TESTS_SDIST = "python-ironicclient==5.8.0"
 
-# Failures that upstream Ironic 39 shows too, or that come from the suite
-# itself rather than from the server: test id (a suffix) -> reason.
-EXPECTED: dict[str, str] = {}
+# Failures that upstream Ironic 39 shows too (run side by side with
+# --osc-url): a part of the test id -> reason.
+EXPECTED: dict[str, str] = {
+    "BaremetalAllocationTests.test_create_negative_02_":
+        "the test expects 'Expected UUID for uuid'; Ironic 39 does not check an allocation's uuid and stores "
+        "'!@#$^*&%^', Corral refuses it with 400 \"Schema error: '!@#$^*&%^' is not a 'uuid'\"",
+    "BaremetalAllocationTests.test_create_negative_11_":
+        "the test expects 'Nodes cannot be found'; Ironic 39 checks candidate_nodes with a JSON schema first and "
+        "answers \"Schema error: 'banana?' is not valid under any of the given schemas...\", as Corral does",
+    "BaremetalDeployTemplateTests.test_create_negative_7_":
+        "the test expects jsonschema's old 'is too short'; Ironic 39 and Corral say "
+        "'Schema error for template: [] should be non-empty'",
+}
 
 
 def _free_port() -> int:
@@ -320,7 +330,7 @@ def report(name: str, results: dict[str, str]) -> tuple[int, int]:
     skipped = {test: outcome for test, outcome in results.items() if outcome.startswith("skipped")}
     print(f"\n== {name}")
     for test, outcome in sorted(failed.items()):
-        reason = next((why for suffix, why in EXPECTED.items() if test.endswith(suffix)), None)
+        reason = next((why for part, why in EXPECTED.items() if part in test), None)
         print(f"FAIL {test}: {outcome}" + (f"\n     known: {reason}" if reason else ""))
     for test, outcome in sorted(skipped.items()):
         print(f"SKIP {test}: {outcome}")
