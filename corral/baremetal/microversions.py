@@ -113,7 +113,7 @@ VERSIONS = (
     "1.93",  # GET /v1/nodes/{node}/vmedia
     "1.94",  # (ports: node given by name)
     "1.95",  # disable_power_off on nodes
-    "1.96",  # (inspection rules)
+    "1.96",  # inspection rules: /v1/inspection_rules
     "1.97",  # (ports: description)
     "1.98",  # patch paths may escape ~ and / in keys (~0, ~1)
     "1.99",  # (ports and port groups: conductor_group filter)

@@ -46,7 +46,12 @@ def _seed(baremetal: BaremetalServer) -> dict[str, list[str]]:
     assert client.put(f"/v1/nodes/{nodes[0]['uuid']}/traits/CUSTOM_FUZZ").status_code == 204
     allocation = client.post("/v1/allocations", json={"resource_class": "fuzz", "name": f"fuzz-{tag}"})
     assert allocation.status_code == 201, allocation.text
+    rule = client.post("/v1/inspection_rules", json={
+        "actions": [{"op": "add-trait", "args": ["CUSTOM_FUZZ"]}],
+        "conditions": [{"op": "eq", "args": ["{node.name}", "x"]}]})
+    assert rule.status_code == 201, rule.text
     return {
+        "rule_uuid": [rule.json()["uuid"]],
         "node_ident": [node["uuid"] for node in nodes] + [nodes[0]["name"]],
         "allocation_ident": [allocation.json()["uuid"], f"fuzz-{tag}"],
         "trait": ["CUSTOM_FUZZ", "HW_CPU_X86_AVX"],
@@ -84,6 +89,12 @@ def _examples(ids: dict[str, list[str]]) -> dict[tuple[str, str], list[Any]]:
         ("POST", "/v1/nodes/{node_ident}/vifs"): [{"id": str(uuid.uuid4())}],
         ("PUT", "/v1/nodes/{node_ident}/management/boot_device"): [{"boot_device": "pxe", "persistent": False}],
         ("PUT", "/v1/nodes/{node_ident}/management/inject_nmi"): [{}],
+        ("POST", "/v1/inspection_rules"): [{
+            "description": "fuzz", "priority": 10, "phase": "main", "sensitive": False,
+            "conditions": [{"op": "in-net", "args": {"address": "{inventory[bmc_address]}", "subnet": "10.0.0.0/8"},
+                            "loop": ["a"], "multiple": "all"}],
+            "actions": [{"op": "set-attribute", "args": ["/extra/k", "v"]}],
+        }],
         ("POST", "/v1/allocations"): [{
             "resource_class": "fuzz", "name": "fuzz-new", "traits": ["CUSTOM_FUZZ"], "candidate_nodes": [node],
             "extra": {"k": 1}, "uuid": str(uuid.uuid4()),

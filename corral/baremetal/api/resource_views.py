@@ -163,8 +163,8 @@ def parse_fields(view: ResourceView, req: falcon.Request) -> list[str] | None:
     return names
 
 
-def detail_requested(req: falcon.Request) -> bool | None:
-    """``detail=`` (1.43) on a list: None when absent."""
+def detail_requested(req: falcon.Request, *, since: tuple[int, int] | None = (1, 43)) -> bool | None:
+    """``detail=`` (1.43; volume lists: any version) on a list: None when absent."""
     raw = req.get_param("detail")
     if raw is None:
         return None
@@ -172,20 +172,20 @@ def detail_requested(req: falcon.Request) -> bool | None:
         detail = strutils.bool_from_string(raw, strict=True)
     except ValueError as error:
         raise BadRequest(f"Invalid detail: {error}") from None
-    if not req.context.at_least(1, 43):
+    if since is not None and not req.context.at_least(*since):
         raise BadRequest(f"Invalid query parameter ?detail={detail} received.")
     return detail
 
 
-def return_fields(view: ResourceView, req: falcon.Request, *,
-                  detail_path: bool) -> tuple[list[str] | None, bool | None]:
+def return_fields(view: ResourceView, req: falcon.Request, *, detail_path: bool,
+                  detail_since: tuple[int, int] | None = (1, 43)) -> tuple[list[str] | None, bool | None]:
     """(fields to show or None for all, the detail= value) of a list request."""
     if detail_path:
         if req.get_param("fields") is not None:
             raise BadRequest("Unexpected arguments: fields")
         return None, None
     fields = parse_fields(view, req)
-    detail = detail_requested(req)
+    detail = detail_requested(req, since=detail_since)
     if fields is not None and detail:
         raise BadRequest("Can not specify ?detail=True and fields in the same request.")
     if fields is None and not detail:

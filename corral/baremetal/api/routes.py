@@ -8,6 +8,7 @@ from corral.baremetal.api.handlers import (
     deploy_templates,
     drivers,
     events,
+    inspection_rules,
     management,
     node_extras,
     node_states,
@@ -39,4 +40,5 @@ ROUTES: list[Route] = [
     *runbooks.ROUTES,
     *events.ROUTES,
     *ramdisk.ROUTES,
+    *inspection_rules.ROUTES,
 ]

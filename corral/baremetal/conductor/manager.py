@@ -222,6 +222,7 @@ class Conductor(allocations.AllocationWork, node_extras.NodeExtras, ports.PortWo
     def update_node(self, node_id: int, values: dict[str, Any]) -> None:
         with self._locked(node_id) as task:
             rules.check_update(task.node, values)
+            values = rules.implied_changes(task.node, values)
             if rules.DRIVER_FIELDS & set(values):
                 merged = {**task.node, **values}
                 requested = {key: merged.get(key) for key in rules.DRIVER_FIELDS if key != "driver"}

@@ -396,3 +396,19 @@ events = sa.Table(
     sa.Column("vnic_type", sa.String(255), nullable=True),
     *_timestamps(),
 )
+
+# Inspection rules (1.96): conditions and actions as JSON text, as upstream
+# keeps them; ``sensitive`` rules never show them again.
+inspection_rules = sa.Table(
+    "inspection_rules",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True),
+    sa.Column("uuid", sa.String(36), nullable=False, unique=True),
+    sa.Column("description", sa.String(255), nullable=True),
+    sa.Column("priority", sa.Integer, nullable=False, server_default="0"),
+    sa.Column("sensitive", sa.Boolean, nullable=False, server_default=sa.false()),
+    sa.Column("phase", sa.String(16), nullable=False, server_default="main"),
+    _json("conditions"),
+    _json("actions"),
+    *_timestamps(),
+)

@@ -54,6 +54,27 @@ def check_update(node: Mapping[str, Any], changes: Mapping[str, Any]) -> None:
     if "instance_uuid" in changed and node.get("instance_uuid") and changes.get("instance_uuid"):
         raise NodeAssociated(uuid, node["instance_uuid"])
     _check_protected(node, changes, changed)
+    _check_retired(node, changes, changed)
+
+
+def implied_changes(node: Mapping[str, Any], changes: Mapping[str, Any]) -> dict[str, Any]:
+    """``changes`` with what they imply: retiring undone clears the retired reason (upstream's rule)."""
+    implied = dict(changes)
+    if "retired" in changes and not changes["retired"] and node.get("retired"):
+        implied["retired_reason"] = None
+    return implied
+
+
+def _check_retired(node: Mapping[str, Any], changes: Mapping[str, Any], changed: set[str]) -> None:
+    retired = changes.get("retired", node.get("retired"))
+    if "retired" in changed and retired and node["provision_state"] == states.AVAILABLE:
+        # Upstream's InvalidState: an available node is moved to manageable first.
+        raise Conflict(
+            f"Node {node['uuid']} can not have 'retired' set in provision state 'available', the current state "
+            f"is '{node['provision_state']}'"
+        )
+    if "retired_reason" in changed and changes["retired_reason"] and not retired:
+        raise BadRequest("The retired_reason field can only be set when retired is True")
 
 
 def _check_protected(node: Mapping[str, Any], changes: Mapping[str, Any], changed: set[str]) -> None:

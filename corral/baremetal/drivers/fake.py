@@ -291,7 +291,7 @@ class FakeBoot(_Fake):
 
 def _simple(interface_type: str, implementation: str = "fake") -> type[BaseInterface]:
     return type(
-        f"{implementation.title()}{interface_type.title()}",
+        f"{implementation.title().replace('-', '')}{interface_type.title()}",
         (BaseInterface,),
         {"interface_type": interface_type, "name": implementation},
     )
@@ -301,18 +301,21 @@ FAKE_HARDWARE = HardwareType(
     name="fake-hardware",
     description="Interfaces that record what they are asked and touch no hardware.",
     supported={
-        "bios": [FakeBios],
+        # Upstream's "no-*" implementations are enabled by default and the
+        # fake hardware type supports them: clients create fake nodes with
+        # them (``firmware_interface="no-firmware"``).
+        "bios": [FakeBios, _simple("bios", "no-bios")],
         "boot": [FakeBoot],
-        "console": [FakeConsole],
+        "console": [FakeConsole, _simple("console", "no-console")],
         "deploy": [FakeDeploy, AgentDeploy],
-        "firmware": [FakeFirmware],
-        "inspect": [FakeInspect],
+        "firmware": [FakeFirmware, _simple("firmware", "no-firmware")],
+        "inspect": [FakeInspect, _simple("inspect", "no-inspect")],
         "management": [FakeManagement],
         "network": [NoopNetwork, FlatNetwork],
         "power": [FakePower],
-        "raid": [_simple("raid")],
-        "rescue": [_simple("rescue")],
+        "raid": [_simple("raid"), _simple("raid", "no-raid")],
+        "rescue": [_simple("rescue"), _simple("rescue", "no-rescue")],
         "storage": [NoopStorage, CinderStorage],
-        "vendor": [FakeVendor],
+        "vendor": [FakeVendor, _simple("vendor", "no-vendor")],
     },
 )

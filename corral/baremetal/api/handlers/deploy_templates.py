@@ -34,7 +34,7 @@ def _schema() -> dict[str, Any]:
             "extra": {"type": ["object", "null"]},
             "name": shared.trait_schema(),
             "steps": {"type": "array", "items": shared.DEPLOY_STEP, "minItems": 1},
-            "uuid": {"type": ["string", "null"], "format": "uuid"},
+            "uuid": {"type": ["string", "null"]},
         },
         "required": ["name", "steps"],
         "additionalProperties": False,
@@ -45,8 +45,10 @@ def _render(req: falcon.Request, template: dict[str, Any], fields: list[str] | N
     return shared.body(req, "deploy_templates", template, ("name",), fields)
 
 
-def _check(body: Any) -> dict[str, Any]:
-    schemas.validate(_schema(), body, None)
+def _check(body: Any, what: str) -> dict[str, Any]:
+    """``what`` names the document in schema errors: "template" on create, "patch" on update (upstream's)."""
+    schemas.validate(_schema(), body, what)
+    shared.check_uuid(body)
     shared.check_duplicates(body["steps"])
     return body
 
@@ -69,7 +71,7 @@ def show(state: BaremetalState, req: falcon.Request, resp: falcon.Response, temp
 def create(state: BaremetalState, req: falcon.Request, resp: falcon.Response) -> None:
     shared.require_version(req, VERSION, NOT_ALLOWED)
     common.authorize(state, req, "baremetal:deploy_template:create")
-    body = _check(common.json_body(state, req))
+    body = _check(common.json_body(state, req), "template")
     values = {"uuid": body.get("uuid") or uuidutils.generate_uuid(), "name": body["name"],
               "extra": body.get("extra") or {}}
     steps = shared.normalized_steps(body["steps"], "priority")
@@ -101,7 +103,7 @@ def patch(state: BaremetalState, req: falcon.Request, resp: falcon.Response, tem
     for step in result.get("steps") or []:
         schemas.validate(shared.DEPLOY_STEP, step, None)
     document = {key: value for key, value in result.items() if value is not None}
-    _check({**document, "uuid": template["uuid"]})
+    _check({**document, "uuid": template["uuid"]}, "patch")
     values = {"name": result["name"], "extra": result.get("extra") or {}}
     steps = shared.normalized_steps(result["steps"], "priority")
     _write(state, lambda conn: db.update(conn, db.TEMPLATES, template["id"], values, steps), values)

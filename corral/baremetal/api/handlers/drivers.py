@@ -113,6 +113,47 @@ def driver_properties(state: BaremetalState, req: falcon.Request, resp: falcon.R
     send_json(resp, properties)
 
 
+# Upstream's RAID logical disk properties (ironic.common.raid's schema), as
+# every RAID interface but "no-raid" reports them.
+LOGICAL_DISK_PROPERTIES = {
+    "raid_level": "RAID level for the logical disk. Valid values are 'JBOD', '0', '1', '2', '5', '6', '1+0', "
+                  "'5+0' and '6+0'. Required.",
+    "size_gb": "Size in GiB (Integer) for the logical disk. Use 'MAX' as size_gb if this logical disk is supposed "
+               "to use the rest of the space available. Required.",
+    "volume_name": "Name of the volume to be created. If this is not specified, it will be auto-generated. "
+                   "Optional.",
+    "is_root_volume": "Specifies whether this disk is a root volume. By default, this is False. Optional.",
+    "share_physical_disks": "Specifies whether other logical disks can share physical disks with this logical "
+                            "disk. By default, this is False. Optional.",
+    "disk_type": "The type of disk preferred. Valid values are 'hdd' and 'ssd'. If this is not specified, disk "
+                 "type will not be a selection criterion for choosing backing physical disks. Optional.",
+    "interface_type": "The interface type of disk. Valid values are 'sata', 'scsi' and 'sas'. If this is not "
+                      "specified, interface type will not be a selection criterion for choosing backing physical "
+                      "disks. Optional.",
+    "number_of_physical_disks": "Number of physical disks to use for this logical disk. By default, the driver "
+                                "uses the minimum number of disks required for that RAID level. Optional.",
+    "controller": "Controller to use for this logical disk. If not specified, the driver will choose a suitable "
+                  "RAID controller on the bare metal node. Optional.",
+    "physical_disks": "The physical disks to use for this logical disk. If not specified, the driver will choose "
+                      "suitable physical disks to use. Optional.",
+}
+
+
+def raid_logical_disk_properties(state: BaremetalState, req: falcon.Request, resp: falcon.Response,
+                                 driver_name: str) -> None:
+    """``GET /v1/drivers/{driver}/raid/logical_disk_properties`` (1.12): what a logical disk may say."""
+    if not req.context.at_least(1, 12):
+        raise NotAcceptable("Request not acceptable.")
+    common.authorize(state, req, "baremetal:driver:get")
+    entry = _live_hardware(state).get(driver_name)
+    if entry is None:
+        raise NotFound(f"The driver '{driver_name}' is unknown.")
+    default_raid = entry["interfaces"]["raid"][0]
+    if default_raid == "no-raid":
+        raise BadRequest(f"Driver {driver_name} does not support raid (disabled or not implemented).")
+    send_json(resp, LOGICAL_DISK_PROPERTIES)
+
+
 # --------------------------------------------------------- conductors
 
 
@@ -159,6 +200,7 @@ ROUTES = [
     Route("/v1/drivers", {"GET": list_drivers}),
     Route("/v1/drivers/{driver_name}", {"GET": show_driver}),
     Route("/v1/drivers/{driver_name}/properties", {"GET": driver_properties}),
+    Route("/v1/drivers/{driver_name}/raid/logical_disk_properties", {"GET": raid_logical_disk_properties}),
     Route("/v1/conductors", {"GET": Endpoint(list_conductors, min_version=(1, 49))}),
     Route("/v1/conductors/{hostname}", {"GET": Endpoint(show_conductor, min_version=(1, 49))}),
 ]

@@ -357,6 +357,12 @@ def patch(state: BaremetalState, req: falcon.Request, resp: falcon.Response, nod
         if patched["parent_node"] == node["uuid"]:
             raise BadRequest(f"Node {node['uuid']} cannot be its own parent node.")
     changes = {key: value for key, value in patched.items() if node.get(key) != value}
+    display_name = (changes.get("instance_info") or {}).get("display_name")
+    if (isinstance(display_name, str) and 0 < len(display_name) <= 255 and not node.get("instance_name")
+            and "instance_name" not in changes):
+        # As upstream: an instance's display name names the node's instance
+        # unless an instance_name was given.
+        changes["instance_name"] = display_name
     if "chassis_uuid" in changes:
         changes["chassis_id"] = _chassis_id(state, changes.pop("chassis_uuid"))
     if "conductor_group" in changes:

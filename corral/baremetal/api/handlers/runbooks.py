@@ -31,7 +31,7 @@ BASE_FIELDS = ("name", "extra", "public", "owner", "disable_ramdisk")
 
 def _schema(req: falcon.Request) -> dict[str, Any]:
     properties: dict[str, Any] = {
-        "uuid": {"type": ["string", "null"], "format": "uuid"},
+        "uuid": {"type": ["string", "null"]},
         "name": shared.trait_schema(),
         "steps": {"type": "array", "items": shared.RUNBOOK_STEP, "minItems": 1},
         "disable_ramdisk": {"type": ["boolean", "null"]},
@@ -106,8 +106,10 @@ def show(state: BaremetalState, req: falcon.Request, resp: falcon.Response, runb
     send_json(resp, _render(req, runbook, shared.parse_fields(req)))
 
 
-def _check(req: falcon.Request, body: Any) -> dict[str, Any]:
-    schemas.validate(_schema(req), body, None)
+def _check(req: falcon.Request, body: Any, what: str) -> dict[str, Any]:
+    """``what`` names the document in schema errors: "runbook" on create, "patch" on update (upstream's)."""
+    schemas.validate(_schema(req), body, what)
+    shared.check_uuid(body)
     shared.check_duplicates(body["steps"])
     return body
 
@@ -115,10 +117,13 @@ def _check(req: falcon.Request, body: Any) -> dict[str, Any]:
 def create(state: BaremetalState, req: falcon.Request, resp: falcon.Response) -> None:
     shared.require_version(req, VERSION, NOT_ALLOWED)
     state.policy.authorize(req.context, "baremetal:runbook:create")
-    body = _check(req, common.json_body(state, req))
+    body = _check(req, common.json_body(state, req), "runbook")
     owner = body.get("owner")
-    if not req.context.is_admin:
-        project = req.context.project_id
+    # As upstream: whoever is not system-scoped (a project admin too)
+    # creates runbooks of their own project; an admin without any project
+    # (noauth2) names the owner it wants.
+    project = req.context.project_id
+    if req.context.system_scope != "all" and (project or not req.context.is_admin):
         if owner and owner != project:
             raise BadRequest("Cannot create a runbook as a project scoped admin with an owner other than your own "
                              "project.")
@@ -160,7 +165,7 @@ def patch(state: BaremetalState, req: falcon.Request, resp: falcon.Response, run
     for step in result.get("steps") or []:
         schemas.validate(shared.RUNBOOK_STEP, step, None)
     document = {key: value for key, value in result.items() if value is not None}
-    _check(req, document)
+    _check(req, document, "patch")
     if result.get("public") and result.get("owner"):
         raise BadRequest("There cannot be an owner for a public runbook")
     if result.get("owner") != runbook["owner"] or bool(result.get("public")) != bool(runbook["public"]):
@@ -229,8 +234,8 @@ def remove_traits(state: BaremetalState, req: falcon.Request, resp: falcon.Respo
 def remove_trait(state: BaremetalState, req: falcon.Request, resp: falcon.Response, runbook_ident: str,
                  trait: str) -> None:
     runbook = _find_visible(state, req, runbook_ident, "baremetal:runbook:update")
-    if not state.db.write(lambda conn: db.remove_trait(conn, runbook["id"], trait)):
-        raise NotFound(f"Runbook {runbook['uuid']} doesn't have a trait '{trait}'")
+    # Removing a trait the runbook does not have is a no-op, as upstream.
+    state.db.write(lambda conn: db.remove_trait(conn, runbook["id"], trait))
     send_empty(resp, 204)
 
 

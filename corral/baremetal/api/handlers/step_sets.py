@@ -47,6 +47,13 @@ def trait_schema() -> dict[str, Any]:
                                {"enum": sorted(schemas._standard_traits())}]}  # noqa: SLF001
 
 
+def check_uuid(body: dict[str, Any]) -> None:
+    """A given ``uuid`` must be one: upstream checks it after the schema, in its own words."""
+    value = body.get("uuid")
+    if value is not None and not uuidutils.is_uuid_like(value):
+        raise BadRequest(f"Expected UUID for uuid: {value}")
+
+
 def check_duplicates(steps: list[dict[str, Any]]) -> None:
     counter = collections.Counter((step["interface"], step["step"]) for step in steps)
     duplicates = sorted(f"interface: {interface}, step: {step}"

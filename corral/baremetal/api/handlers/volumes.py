@@ -181,7 +181,8 @@ def _list(state: BaremetalState, req: falcon.Request, resp: falcon.Response, kin
           node_ident: str | None) -> None:
     _check_collection_version(req)
     common.authorize(state, req, "baremetal:volume:get")
-    fields, detail = return_fields(kind.view, req, detail_path=detail_path)
+    # Upstream's volume lists take ``detail`` at every version they exist in.
+    fields, detail = return_fields(kind.view, req, detail_path=detail_path, detail_since=None)
     filters: dict[str, Any] = {}
     node_ident = node_ident or req.get_param("node")
     if node_ident:
