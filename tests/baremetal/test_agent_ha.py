@@ -9,6 +9,7 @@ heartbeats and finishes the deployment.
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -16,6 +17,7 @@ from typing import Any
 import pytest
 
 from corral.baremetal.api.app import build_state, make_app
+from corral.baremetal.conductor.hash_ring import ring_for
 from corral.baremetal.db.schema import TREE
 from corral.core import config, migrations
 from corral.core.db import create_engine
@@ -31,6 +33,18 @@ pytestmark = pytest.mark.slow
 
 HEARTBEAT_TIMEOUT = 3
 HOSTS = ("cond-a", "cond-b")
+
+
+def split_uuids(count: int) -> list[str]:
+    """Node UUIDs the two conductors' hash ring shares out in turn: random
+    UUIDs would all land on one conductor now and then."""
+    ring = ring_for(HOSTS)
+    chosen: list[str] = []
+    while len(chosen) < count:
+        candidate = str(uuid.uuid4())
+        if ring.owner(candidate) == HOSTS[len(chosen) % len(HOSTS)]:
+            chosen.append(candidate)
+    return chosen
 AGENT_TIMEOUT = 150
 
 
@@ -127,11 +141,11 @@ def test_two_conductors_deploy_four_nodes_and_take_over_a_waiting_one(
     url, sha256 = images.publish("ha.img", image)
     names = [f"ha{index}" for index in range(5)]
     by_name = {}
-    for index, name in enumerate(names):
+    for index, (name, node_uuid) in enumerate(zip(names, split_uuids(len(names)))):
         machine = TestMachine(tmp_path / "machines", name, f"52:54:00:00:02:{index:02x}")
         machines.append(machine)
         by_name[name] = machine
-        enroll(client, name, machine.mac, automated_clean=False)
+        enroll(client, name, machine.mac, uuid=node_uuid, automated_clean=False)
         client.put(f"/v1/nodes/{name}/states/provision", json={"target": "provide"})
         wait_for_state(client, name, "available", timeout=60)
         set_image(client, name, url, sha256)
