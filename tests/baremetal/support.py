@@ -76,3 +76,19 @@ def wait_for_power(client: Any, ident: str, power_state: str, *, timeout: float 
         node = client.get(f"/v1/nodes/{ident}").json()
         shown = {key: node.get(key) for key in ("power_state", "target_power_state", "last_error", "reservation")}
         raise AssertionError(f"node {ident} did not reach {power_state!r}: {shown}") from None
+
+
+def split_uuids(hosts: tuple[str, ...], count: int) -> list[str]:
+    """Node UUIDs the hash ring of ``hosts`` shares out in turn: random UUIDs
+    would all land on one conductor now and then."""
+    import uuid
+
+    from corral.baremetal.conductor.hash_ring import ring_for
+
+    ring = ring_for(hosts)
+    chosen: list[str] = []
+    while len(chosen) < count:
+        candidate = str(uuid.uuid4())
+        if ring.owner(candidate) == hosts[len(chosen) % len(hosts)]:
+            chosen.append(candidate)
+    return chosen

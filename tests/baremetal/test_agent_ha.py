@@ -9,7 +9,6 @@ heartbeats and finishes the deployment.
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -17,13 +16,12 @@ from typing import Any
 import pytest
 
 from corral.baremetal.api.app import build_state, make_app
-from corral.baremetal.conductor.hash_ring import ring_for
 from corral.baremetal.db.schema import TREE
 from corral.core import config, migrations
 from corral.core.db import create_engine
 from corral.core.server import ThreadedServer
 from tests.baremetal.agent_support import ImageServer, TestMachine, raw_image
-from tests.baremetal.support import wait_for, wait_for_state
+from tests.baremetal.support import split_uuids, wait_for, wait_for_state
 from tests.baremetal.test_agent import PAYLOAD, enroll, set_image
 from tests.support.databases import DatabaseFactory
 from tests.support.http import ApiClient
@@ -34,17 +32,6 @@ pytestmark = pytest.mark.slow
 HEARTBEAT_TIMEOUT = 3
 HOSTS = ("cond-a", "cond-b")
 
-
-def split_uuids(count: int) -> list[str]:
-    """Node UUIDs the two conductors' hash ring shares out in turn: random
-    UUIDs would all land on one conductor now and then."""
-    ring = ring_for(HOSTS)
-    chosen: list[str] = []
-    while len(chosen) < count:
-        candidate = str(uuid.uuid4())
-        if ring.owner(candidate) == HOSTS[len(chosen) % len(HOSTS)]:
-            chosen.append(candidate)
-    return chosen
 AGENT_TIMEOUT = 150
 
 
@@ -141,7 +128,7 @@ def test_two_conductors_deploy_four_nodes_and_take_over_a_waiting_one(
     url, sha256 = images.publish("ha.img", image)
     names = [f"ha{index}" for index in range(5)]
     by_name = {}
-    for index, (name, node_uuid) in enumerate(zip(names, split_uuids(len(names)))):
+    for index, (name, node_uuid) in enumerate(zip(names, split_uuids(HOSTS, len(names)))):
         machine = TestMachine(tmp_path / "machines", name, f"52:54:00:00:02:{index:02x}")
         machines.append(machine)
         by_name[name] = machine

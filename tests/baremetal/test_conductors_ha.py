@@ -21,7 +21,7 @@ from corral.baremetal.db.schema import TREE
 from corral.core import config, migrations
 from corral.core.db import create_engine
 from corral.core.server import ThreadedServer
-from tests.baremetal.support import wait_for, wait_for_state
+from tests.baremetal.support import split_uuids, wait_for, wait_for_state
 from tests.support.databases import DatabaseFactory
 from tests.support.http import ApiClient
 from tests.support.process import CorralProcess, write_config
@@ -92,8 +92,8 @@ def cluster(backend: str, database_factory: DatabaseFactory, tmp_path: Path) -> 
 def test_nodes_spread_and_move_when_a_conductor_dies(cluster: TwoConductors) -> None:
     client = cluster.client
     uuids = []
-    for index in range(12):
-        response = client.post("/v1/nodes", json={"driver": "fake-hardware", "name": f"n{index}"})
+    for index, node_uuid in enumerate(split_uuids(("cond-fast", "cond-slow"), 12)):
+        response = client.post("/v1/nodes", json={"driver": "fake-hardware", "name": f"n{index}", "uuid": node_uuid})
         assert response.status_code == 201, response.text
         uuids.append(response.json()["uuid"])
     owners = {node["name"]: node["conductor"] for node in client.get("/v1/nodes?fields=name,conductor").json()["nodes"]}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.baremetal.support import faultstring
+from tests.baremetal.support import faultstring, split_uuids
 from tests.baremetal.test_conductors_ha import TwoConductors, cluster  # noqa: F401 - the fixture
 
 
@@ -12,8 +12,8 @@ from tests.baremetal.test_conductors_ha import TwoConductors, cluster  # noqa: F
 def test_port_and_vif_work_over_json_rpc(cluster: TwoConductors) -> None:  # noqa: F811 - the fixture
     client = cluster.client
     nodes = []
-    for index in range(4):
-        response = client.post("/v1/nodes", json={"driver": "fake-hardware", "name": f"r{index}",
+    for index, node_uuid in enumerate(split_uuids(("cond-fast", "cond-slow"), 4)):
+        response = client.post("/v1/nodes", json={"driver": "fake-hardware", "name": f"r{index}", "uuid": node_uuid,
                                                   "network_interface": "flat"})
         assert response.status_code == 201, response.text
         nodes.append(response.json())
