@@ -165,16 +165,22 @@ def build(base: str, first: int, n: int, clients: int) -> None:
 # ------------------------------------------------------------------- churn
 
 
-def churn(base: str, kind: str, n: int, stop: Any, seed: int, out: Any) -> None:
+def churn(base: str, kind: str, n: int, stop: Any, seed: int, out: Any, epoch: float) -> None:
     """One client's share of ``WRITES_PER_SECOND`` writes of ``kind`` on
-    random providers (its own: ``seed`` picks which)."""
+    random providers (its own: ``seed`` picks which).
+
+    Every client writes once per period, at its own phase of it (``seed``
+    of ``2 * CLIENTS_PER_KIND`` slots, from the shared ``epoch``, a
+    ``time.monotonic()`` value): the writes of all clients arrive evenly
+    spread in time, not in bursts of one from each client at once."""
     rng = random.Random(seed)
     http = session()
     generations: dict[str, int] = {}
     done = failed = 0
-    started = time.monotonic()
+    period = CLIENTS_PER_KIND / WRITES_PER_SECOND
+    started = epoch + period * seed / (2 * CLIENTS_PER_KIND)
     while True:
-        due = started + done * CLIENTS_PER_KIND / WRITES_PER_SECOND
+        due = started + done * period
         now = time.monotonic()
         if stop.is_set():
             break
@@ -305,9 +311,11 @@ def with_writers(
     """The timings while one client per kind writes through ``writer``, and the writes' rates."""
     queue: Any = multiprocessing.Queue()
     stop = multiprocessing.Event()
-    clients = [kind for kind in kinds for _client in range(CLIENTS_PER_KIND)]
+    # Inventory and trait writers take turns: seeds alternate between the kinds.
+    clients = [kind for _client in range(CLIENTS_PER_KIND) for kind in kinds]
+    epoch = time.monotonic() + 0.5
     writers = [
-        multiprocessing.Process(target=churn, args=(writer.url + "/placement", kind, args.n, stop, seed, queue))
+        multiprocessing.Process(target=churn, args=(writer.url + "/placement", kind, args.n, stop, seed, queue, epoch))
         for seed, kind in enumerate(clients)
     ]
     for process in writers:

@@ -59,36 +59,36 @@ MAX_PROVIDERS_CHANGED = 2000
 _CHANGES = sa.select(topology_changes.c.position, topology_changes.c.resource_provider_id).where(
     topology_changes.c.position > sa.bindparam("after"), topology_changes.c.position <= sa.bindparam("upto")
 )
-# The providers' rows are read with this subquery rather than a list of
-# ids: one statement each, whatever the number of providers.
-# SELECT resource_provider_id FROM topology_changes WHERE position > :after AND position <= :upto
-_CHANGED_IDS = sa.select(topology_changes.c.resource_provider_id).where(
-    topology_changes.c.position > sa.bindparam("after"), topology_changes.c.position <= sa.bindparam("upto")
-)
-# SELECT id, uuid, parent_provider_id, root_provider_id FROM resource_providers WHERE id IN (<changed ids>)
+# The providers' rows are read by their ids, taken from the change log
+# rows just read (an expanding IN: the statement is compiled once).  A
+# subquery on the log here would let PostgreSQL's planner choose a hash
+# join over a scan of the whole table, as its estimate of the changed
+# rows is generic.
+_IDS = sa.bindparam("ids", expanding=True)
+# SELECT id, uuid, parent_provider_id, root_provider_id FROM resource_providers WHERE id IN (:ids)
 _PROVIDERS = sa.select(
     resource_providers.c.id, resource_providers.c.uuid, resource_providers.c.parent_provider_id,
     resource_providers.c.root_provider_id,
-).where(resource_providers.c.id.in_(_CHANGED_IDS))
+).where(resource_providers.c.id.in_(_IDS))
 # SELECT resource_provider_id, resource_class_id, total, reserved, min_unit, max_unit,
 #        step_size, allocation_ratio
-# FROM inventories WHERE resource_provider_id IN (<changed ids>) ORDER BY resource_class_id
+# FROM inventories WHERE resource_provider_id IN (:ids) ORDER BY resource_class_id
 _INVENTORIES = sa.select(
     inventories.c.resource_provider_id, inventories.c.resource_class_id, inventories.c.total,
     inventories.c.reserved, inventories.c.min_unit, inventories.c.max_unit, inventories.c.step_size,
     inventories.c.allocation_ratio,
-).where(inventories.c.resource_provider_id.in_(_CHANGED_IDS)).order_by(inventories.c.resource_class_id)
+).where(inventories.c.resource_provider_id.in_(_IDS)).order_by(inventories.c.resource_class_id)
 # SELECT rpt.resource_provider_id, rpt.trait_id, traits.name
 # FROM resource_provider_traits AS rpt JOIN traits ON traits.id = rpt.trait_id
-# WHERE rpt.resource_provider_id IN (<changed ids>)
+# WHERE rpt.resource_provider_id IN (:ids)
 _TRAITS = (
     sa.select(resource_provider_traits.c.resource_provider_id, resource_provider_traits.c.trait_id, traits.c.name)
     .select_from(resource_provider_traits.join(traits, traits.c.id == resource_provider_traits.c.trait_id))
-    .where(resource_provider_traits.c.resource_provider_id.in_(_CHANGED_IDS))
+    .where(resource_provider_traits.c.resource_provider_id.in_(_IDS))
 )
 # SELECT rpa.resource_provider_id, rpa.aggregate_id, agg.uuid
 # FROM resource_provider_aggregates AS rpa JOIN placement_aggregates AS agg ON agg.id = rpa.aggregate_id
-# WHERE rpa.resource_provider_id IN (<changed ids>)
+# WHERE rpa.resource_provider_id IN (:ids)
 _AGGREGATES = (
     sa.select(
         resource_provider_aggregates.c.resource_provider_id, resource_provider_aggregates.c.aggregate_id,
@@ -99,13 +99,13 @@ _AGGREGATES = (
             placement_aggregates, placement_aggregates.c.id == resource_provider_aggregates.c.aggregate_id
         )
     )
-    .where(resource_provider_aggregates.c.resource_provider_id.in_(_CHANGED_IDS))
+    .where(resource_provider_aggregates.c.resource_provider_id.in_(_IDS))
 )
 # SELECT id, name FROM resource_classes
 _CLASS_NAMES = sa.select(resource_classes.c.id, resource_classes.c.name)
 
 
-def _rows(conn: Connection, statement: sa.Select, params: dict[str, int]) -> list[tuple[Any, ...]]:
+def _rows(conn: Connection, statement: sa.Select, params: dict[str, Any]) -> list[tuple[Any, ...]]:
     return conn.execute(statement, params).cursor.fetchall()
 
 
@@ -178,14 +178,14 @@ def catch_up(conn: Connection, old: Topology, position: int, max_providers: int)
     if len(provider_ids) > max_providers:
         return None
     classes = any(rp_id is None for _position, rp_id in rows)
-    return _Patch(conn, old, provider_ids, classes, params).build(position)
+    return _Patch(conn, old, provider_ids, classes).build(position)
 
 
 class _Patch:
     """The next snapshot: ``old`` with ``ids``' rows read again."""
 
-    def __init__(self, conn: Connection, old: Topology, ids: set[int], classes: bool, params: dict[str, int]) -> None:
-        self.params = params
+    def __init__(self, conn: Connection, old: Topology, ids: set[int], classes: bool) -> None:
+        self.params = {"ids": sorted(ids)}
         # resource class id -> provider id -> its new row (None: gone), filled by _inventories
         self.inventory_changes: dict[int, dict[int, InventoryRow | None]] = {}
         self.conn = conn
