@@ -147,8 +147,10 @@ class Topology:
     # things added after the snapshot is built, with ``derived``; building
     # twice is harmless)
     _indexes: dict[int, ClassIndex] = field(default_factory=dict)
-    # what the API layer derives from this snapshot and keeps with it
-    # (rendered provider summaries)
+    # what the API layer derives from the topology and keeps with it
+    # (rendered provider summaries): shared by later snapshots of the same
+    # resource class names, so every entry must name what it was derived
+    # from, for its users to check
     derived: dict[Any, Any] = field(default_factory=dict)
 
     def index_of(self, rc: int) -> ClassIndex | None:

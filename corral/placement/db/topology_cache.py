@@ -235,12 +235,15 @@ class _Patch:
         if anchors_of == old.anchors_of:
             fresh._indexes.update(self._indexes(fresh))
         if class_names == old.class_names:
+            # What the API layer keeps is shared with the next snapshot, not
+            # copied (a copy would cost a pass over every provider per
+            # change): each entry says what it was derived from, and its
+            # users check that against their own snapshot.  The changed
+            # providers' entries go, so that deleted providers leave none.
             for key, kept in list(old.derived.items()):
-                # (one C-level copy: safe while other searches add to it)
-                copied = dict(kept)
                 for rp in ids:
-                    copied.pop(rp, None)
-                fresh.derived[key] = copied
+                    kept.pop(rp, None)
+                fresh.derived[key] = kept
         return fresh
 
     # ------------------------------------------------------------ providers

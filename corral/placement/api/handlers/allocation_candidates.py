@@ -191,19 +191,26 @@ def _render_summaries(answer: Answer, version: tuple[int, int]) -> dict[str, Any
     # ``resources`` dicts are one and the same.
     same_rows: dict[tuple[tuple[int, int, int], ...], dict[str, Any]] = {}
     # From 1.27 the summary of a provider with nothing used changes only with
-    # the topology: it is kept with the snapshot and reused.
-    kept: dict[int, dict[str, Any]] | None = None
+    # the topology: it is kept and reused, with what it was made from (its
+    # capacities, traits and provider row: the very objects of the snapshot,
+    # which later snapshots share while they do not change).  A summary made
+    # from other objects than this answer's is made again.
+    kept: dict[int, tuple[Any, Any, Any, dict[str, Any]]] | None = None
     if version >= ALL_RESOURCES:
-        kept = answer.derived.setdefault(("provider summaries", nested), {})
+        kept = answer.derived.setdefault(("provider summaries", nested, with_traits), {})
     unused = answer.unused_rows
+    traits_of = answer.traits
+    providers = answer.providers
     summaries: dict[str, Any] = {}
     for rp in answer.summarised:
         rows = inventories.get(rp, no_rows)
         if kept is not None and rows is unused.get(rp):
-            summary = kept.get(rp)
-            if summary is None:
-                summary = kept[rp] = _summary(rp, rows, answer, same_rows, nested, with_traits)
-            summaries[uuid_of[rp]] = summary
+            entry = kept.get(rp)
+            traits = traits_of.get(rp)
+            row = providers[rp]
+            if entry is None or entry[0] is not rows or entry[1] is not traits or entry[2] is not row:
+                entry = kept[rp] = (rows, traits, row, _summary(rp, rows, answer, same_rows, nested, with_traits))
+            summaries[uuid_of[rp]] = entry[3]
         else:
             summaries[uuid_of[rp]] = _summary(rp, rows, answer, same_rows, nested, with_traits)
     return summaries
