@@ -9,6 +9,7 @@ had fallen too far behind and read everything again.
 
 from __future__ import annotations
 
+import gc
 import threading
 import uuid as uuidlib
 from collections.abc import Iterator
@@ -416,3 +417,17 @@ def test_writes_through_a_separate_server_process_show_at_once(placement, writer
         assert placement.state.topology.loads == loads
     finally:
         child.stop()
+
+
+def test_a_large_whole_read_is_settled_out_of_the_collectors_way(placement, writer) -> None:
+    gc.unfreeze()
+    try:
+        new_provider(writer, "cn1")
+        small, large = TopologyCache(settle_at=2), TopologyCache(settle_at=1)
+        with placement.state.db.read() as conn:
+            small.snapshot(conn)
+            assert gc.get_freeze_count() == 0
+            large.snapshot(conn)
+        assert gc.get_freeze_count() > 0
+    finally:
+        gc.unfreeze()

@@ -28,6 +28,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
+from corral.core import memory
 from corral.placement.db.tables import (
     inventories,
     placement_aggregates,
@@ -117,12 +118,14 @@ class TopologyCache:
         loader: Callable[[Connection, str | None, int], Topology] = load,
         max_positions_behind: int = MAX_POSITIONS_BEHIND,
         max_providers_changed: int = MAX_PROVIDERS_CHANGED,
+        settle_at: int = memory.LARGE,
     ) -> None:
         self._current: Topology | None = None
         self._lock = threading.Lock()
         self._loader = loader
         self.max_positions_behind = max_positions_behind
         self.max_providers_changed = max_providers_changed
+        self.settle_at = settle_at
         # whole reads and change-by-change updates, for tests and operators
         self.loads = 0
         self.updates = 0
@@ -154,6 +157,9 @@ class TopologyCache:
             if fresh is None:
                 fresh = self._loader(conn, *label)
                 self.loads += 1
+                # A whole snapshot is kept until replaced: out of the
+                # cyclic collector's way if it is large.
+                memory.settle(len(fresh.providers), self.settle_at)
             else:
                 self.updates += 1
             self._current = fresh

@@ -22,7 +22,7 @@ from typing import Any
 
 import falcon
 
-from corral.core import errors
+from corral.core import errors, memory
 from corral.core.http import Endpoint, Route
 from corral.placement.api import query, util
 from corral.placement.api.state import PlacementState
@@ -202,6 +202,7 @@ def _render_summaries(answer: Answer, version: tuple[int, int]) -> dict[str, Any
     traits_of = answer.traits
     providers = answer.providers
     summaries: dict[str, Any] = {}
+    made = 0
     for rp in answer.summarised:
         rows = inventories.get(rp, no_rows)
         if kept is not None and rows is unused.get(rp):
@@ -210,9 +211,13 @@ def _render_summaries(answer: Answer, version: tuple[int, int]) -> dict[str, Any
             row = providers[rp]
             if entry is None or entry[0] is not rows or entry[1] is not traits or entry[2] is not row:
                 entry = kept[rp] = (rows, traits, row, _summary(rp, rows, answer, same_rows, nested, with_traits))
+                made += 1
             summaries[uuid_of[rp]] = entry[3]
         else:
             summaries[uuid_of[rp]] = _summary(rp, rows, answer, same_rows, nested, with_traits)
+    # Kept summaries live as long as the snapshot's topology: out of the
+    # cyclic collector's way once there are many new ones.
+    memory.settle(made)
     return summaries
 
 
