@@ -30,10 +30,13 @@ and thread counts, and the two are printed side by side::
 from __future__ import annotations
 
 import argparse
+import http.client
+import json
 import random
 import sys
 import threading
 import time
+import urllib.parse
 import uuid
 from collections import Counter
 from contextlib import ExitStack
@@ -135,16 +138,50 @@ class OpenProviders:
                 self._open.remove(rp)
 
 
+class ClaimClient:
+    """PUTs over one kept-alive connection with Python's http.client.
+
+    The writers share this machine's cores with the server and its
+    database: ``requests`` cost about 0.7 ms of CPU per claim here, this
+    about a quarter of that, so the servers, not the benchmark, set the pace.
+    """
+
+    def __init__(self, base_url: str) -> None:
+        parts = urllib.parse.urlsplit(base_url)
+        self.prefix = parts.path.rstrip("/")
+        self.connection = http.client.HTTPConnection(parts.hostname, parts.port, timeout=120)
+        self.headers = {
+            "X-Auth-Token": "admin", "OpenStack-API-Version": VERSION, "Content-Type": "application/json",
+        }
+
+    def put(self, path: str, body: dict[str, Any]) -> tuple[int, bytes]:
+        payload = json.dumps(body).encode()
+        for attempt in (1, 2):
+            try:
+                self.connection.request("PUT", self.prefix + path, body=payload, headers=self.headers)
+                response = self.connection.getresponse()
+                return response.status, response.read()
+            except (http.client.RemoteDisconnected, ConnectionError):
+                # (a kept-alive connection the server closed: once more on a new one)
+                self.connection.close()
+                if attempt == 2:
+                    raise
+        raise AssertionError("unreachable")
+
+    def close(self) -> None:
+        self.connection.close()
+
+
 def writer(base_url: str, workload: Workload, providers: OpenProviders, seed: int, out: Result,
            claimed: list[str], lock: threading.Lock, start: threading.Barrier) -> None:
-    http = session(base_url)
-    call(http, "GET", "/")  # connect before the clock starts
+    http = ClaimClient(base_url)
     rng = random.Random(seed)
     resources = {"VCPU": workload.claim_vcpus, "MEMORY_MB": workload.claim_memory_mb}
     latencies: list[float] = []
     mine: list[str] = []
     capacity = conflicts = in_a_row = 0
     errors: Counter[str] = Counter()
+    http.connection.connect()  # before the clock starts
     start.wait()
     while (rp := providers.pick(rng)) is not None:
         consumer = str(uuid.uuid4())
@@ -156,19 +193,19 @@ def writer(base_url: str, workload: Workload, providers: OpenProviders, seed: in
             "consumer_type": "INSTANCE",
         }
         began = time.perf_counter()
-        response = call(http, "PUT", f"/allocations/{consumer}", json=body)
+        status, answer = http.put(f"/allocations/{consumer}", body)
         elapsed = time.perf_counter() - began
-        in_a_row = in_a_row + 1 if response.status_code >= 500 else 0
-        if response.status_code == 204:
+        in_a_row = in_a_row + 1 if status >= 500 else 0
+        if status == 204:
             latencies.append(elapsed)
             mine.append(consumer)
-        elif response.status_code == 409 and _error_code(response) == CONCURRENT_UPDATE:
+        elif status == 409 and _error_code(answer) == CONCURRENT_UPDATE:
             conflicts += 1
-        elif response.status_code == 409:
+        elif status == 409:
             capacity += 1
             providers.close(rp)
         else:
-            errors[f"{response.status_code} {response.text[:120]}"] += 1
+            errors[f"{status} {answer[:120]!r}"] += 1
             if sum(errors.values()) > MAX_ERRORS_PER_WRITER or in_a_row > MAX_ERRORS_IN_A_ROW:
                 break
     http.close()
@@ -181,9 +218,9 @@ def writer(base_url: str, workload: Workload, providers: OpenProviders, seed: in
         claimed.extend(mine)
 
 
-def _error_code(response: requests.Response) -> str | None:
+def _error_code(answer: bytes) -> str | None:
     try:
-        return response.json()["errors"][0].get("code")
+        return json.loads(answer)["errors"][0].get("code")
     except (ValueError, KeyError, IndexError, TypeError):
         return None
 

@@ -351,7 +351,9 @@ class _Connection(asyncio.Protocol):
             self.transport.abort()
             return
         try:
-            await asyncio.wait_for(self._can_write.wait(), self.limits.send_timeout)
+            if not self._can_write.is_set():
+                # (only then: a wait_for costs a task and a timer per answer)
+                await asyncio.wait_for(self._can_write.wait(), self.limits.send_timeout)
         except asyncio.TimeoutError:
             LOG.info("closing a connection from %s: the answer was not read in time", self.peer[0])
             self.transport.abort()
