@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import argparse
 import concurrent.futures
-import http.client
 import json
 import os
 import random
@@ -45,12 +44,15 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.parse
 import uuid as uuidlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import requests
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from benchmarks import common  # noqa: E402
 
 VERSION = "placement 1.39"
 ROOT = Path(__file__).resolve().parent.parent
@@ -320,41 +322,13 @@ class Timing:
         return ordered[min(len(ordered) - 1, int(round(0.95 * (len(ordered) - 1))))] * 1000
 
 
-class TimedClient:
-    """GET requests over one kept-alive connection with Python's http.client.
-
-    The timed requests do not go through requests: reading a 1 MB answer
-    costs it about 2 ms of its own, which would be counted as the server's.
-    """
-
-    def __init__(self, url: str) -> None:
-        parts = urllib.parse.urlsplit(url)
-        self.prefix = parts.path.rstrip("/")
-        self.connection = http.client.HTTPConnection(parts.hostname, parts.port, timeout=900)
-        self.headers = {"X-Auth-Token": "admin", "OpenStack-API-Version": VERSION}
-
-    def get(self, path: str) -> tuple[int, bytes, float]:
-        """Status, body and seconds taken (a connection the server closed
-        while idle is opened again, untimed)."""
-        for attempt in (1, 2):
-            started = time.perf_counter()
-            try:
-                self.connection.request("GET", self.prefix + path, headers=self.headers)
-                response = self.connection.getresponse()
-                body = response.read()
-            except (http.client.RemoteDisconnected, ConnectionError):
-                self.connection.close()
-                if attempt == 2:
-                    raise
-                continue
-            return response.status, body, time.perf_counter() - started
-        raise AssertionError("unreachable")
-
-
 def measure(servers: dict[str, Server], repeat: int, budget: float) -> dict[str, dict[str, Timing]]:
     """Time every shape on every server, alternating between servers request by
     request so that both see the same machine load."""
-    clients = {name: TimedClient(server.url) for name, server in servers.items()}
+    clients = {
+        name: common.KeptAliveClient(server.url, {"X-Auth-Token": "admin", "OpenStack-API-Version": VERSION})
+        for name, server in servers.items()
+    }
     results: dict[str, dict[str, Timing]] = {name: {} for name in servers}
     for shape, qs in SHAPES.items():
         spent = dict.fromkeys(servers, 0.0)

@@ -30,14 +30,12 @@ from __future__ import annotations
 
 import argparse
 import concurrent.futures
-import http.client
 import json
 import multiprocessing
 import os
 import random
 import sys
 import time
-import urllib.parse
 import uuid as uuidlib
 from contextlib import ExitStack
 from pathlib import Path
@@ -218,33 +216,7 @@ def churn(base: str, kind: str, n: int, stop: Any, seed: int, out: Any, epoch: f
 # ----------------------------------------------------------------- timing
 
 
-class TimedClient:
-    """GET requests over one kept-alive connection with Python's http.client."""
-
-    def __init__(self, url: str) -> None:
-        parts = urllib.parse.urlsplit(url)
-        self.prefix = parts.path.rstrip("/")
-        self.host, self.port = parts.hostname, parts.port
-        self.connection = http.client.HTTPConnection(self.host, self.port, timeout=900)
-        self.headers = {"X-Auth-Token": "admin", "OpenStack-API-Version": VERSION}
-
-    def get(self, path: str) -> tuple[int, bytes, float]:
-        for attempt in (1, 2):
-            started = time.perf_counter()
-            try:
-                self.connection.request("GET", self.prefix + path, headers=self.headers)
-                response = self.connection.getresponse()
-                body = response.read()
-            except (http.client.RemoteDisconnected, ConnectionError):
-                self.connection.close()
-                if attempt == 2:
-                    raise
-                continue
-            return response.status, body, time.perf_counter() - started
-        raise AssertionError("unreachable")
-
-
-def time_shapes(client: TimedClient, repeat: int, pause: float, pids: list[int]) -> dict[str, dict[str, float]]:
+def time_shapes(client: common.KeptAliveClient, repeat: int, pause: float, pids: list[int]) -> dict[str, dict[str, float]]:
     """p50/p95 (ms), candidate count and the server's CPU time per request
     (ms) per shape, the shapes taking turns."""
     latencies: dict[str, list[float]] = {shape: [] for shape in SHAPES}
@@ -306,7 +278,7 @@ def _drop_database(server_url: str, name: str) -> None:
 
 
 def with_writers(
-    client: TimedClient, writer: common.ServerProcess, args: argparse.Namespace, kinds: list[str], pids: list[int]
+    client: common.KeptAliveClient, writer: common.ServerProcess, args: argparse.Namespace, kinds: list[str], pids: list[int]
 ) -> tuple[dict[str, dict[str, float]], dict[str, dict[str, float]]]:
     """The timings while one client per kind writes through ``writer``, and the writes' rates."""
     queue: Any = multiprocessing.Queue()
@@ -359,7 +331,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             built_file.write_text(str(args.n))
         writer = start_server(workdir, "writer", db_url, args.tree, migrate=False)
         stack.callback(writer.stop)
-        client = TimedClient(base)
+        client = common.KeptAliveClient(base, {"X-Auth-Token": "admin", "OpenStack-API-Version": VERSION})
         pids = server_pids(search)
         # The first answer reads the whole topology.
         status, _body, first = client.get("/allocation_candidates?" + BASE)
