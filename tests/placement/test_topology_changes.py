@@ -21,6 +21,7 @@ from corral.core.server import ThreadedServer
 from corral.placement.api.app import build_state, make_app
 from corral.placement.db import topology
 from corral.placement.db.tables import inventories, resource_classes, resource_providers, topology_changes
+from corral.placement.db import topology_cache
 from corral.placement.db.topology_cache import TopologyCache
 from tests.placement.test_candidates_topology import (
     VERSION,
@@ -431,3 +432,59 @@ def test_a_large_whole_read_is_settled_out_of_the_collectors_way(placement, writ
         assert gc.get_freeze_count() > 0
     finally:
         gc.unfreeze()
+
+
+def _snapshot(placement, cache: TopologyCache):
+    with placement.state.db.read() as conn:
+        return cache.snapshot(conn)
+
+
+def test_row_changes_are_made_in_place_and_key_changes_on_copies(placement, writer) -> None:
+    """A search still using an older snapshot may see a later row of a
+    provider, but never a map whose providers change under it."""
+    cn1 = new_provider(writer, "cn1")
+    set_inventory(writer, cn1, VCPU=4)
+    cache = TopologyCache()
+    first = _snapshot(placement, cache)
+    (vcpu,) = first.inventory
+    first.index_of(vcpu)
+    rows_before = first.inventory[vcpu]
+    set_inventory(writer, cn1, VCPU=8)
+    second = _snapshot(placement, cache)
+    assert cache.updates == 1
+    assert second.inventory[vcpu] is rows_before and second.capacities is first.capacities
+    assert rows_before[topology_id(placement, cn1)][0] == 8
+    # The class index is patched on a copy: the first snapshot's stays as it was.
+    assert first.index_of(vcpu).limits == [4] and second.index_of(vcpu).limits == [8]
+    cn2 = new_provider(writer, "cn2")
+    set_inventory(writer, cn2, VCPU=2)
+    third = _snapshot(placement, cache)
+    assert third.inventory[vcpu] is not rows_before and len(rows_before) == 1
+    assert third.capacities is not second.capacities and len(second.capacities) == 1
+    assert third.index_of(vcpu).limits == [2, 8]
+
+
+def topology_id(placement, uuid: str) -> int:
+    with placement.state.db.read() as conn:
+        return conn.execute(sa.select(resource_providers.c.id).where(resource_providers.c.uuid == uuid)).scalar_one()
+
+
+def test_a_failed_catch_up_makes_the_next_search_read_everything(placement, writer, monkeypatch) -> None:
+    cn1 = new_provider(writer, "cn1")
+    set_inventory(writer, cn1, VCPU=4)
+    cache = TopologyCache()
+    _snapshot(placement, cache)
+    set_inventory(writer, cn1, VCPU=8)
+
+    def broken(self, ids, known):
+        raise RuntimeError("the database went away")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(topology_cache._Patch, "_traits", broken)
+        with pytest.raises(RuntimeError):
+            _snapshot(placement, cache)
+    assert cache.current is None
+    loads = cache.loads
+    found = _snapshot(placement, cache)
+    assert cache.loads == loads + 1
+    assert found.inventory[next(iter(found.inventory))][topology_id(placement, cn1)][0] == 8

@@ -115,7 +115,10 @@ SummaryRows = tuple[tuple[int, int, int], ...]
 class Topology:
     """Everything about providers the candidate search needs, except usage.
 
-    Shared by concurrent searches: nothing here is ever modified once built.
+    Shared by concurrent searches.  A later catch-up may replace the values
+    of existing entries of the per-provider maps in place (never add or
+    remove keys, never touch class indexes): see
+    :mod:`corral.placement.db.topology_cache`.
     """
 
     version: str | None

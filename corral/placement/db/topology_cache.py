@@ -4,10 +4,18 @@ A search first reads ``topology_versions`` (one row).  When its position
 is the snapshot's, the snapshot is current.  When it is ahead, the search
 reads the change log between the two positions and re-reads only the rows
 of the providers named there, then builds the next snapshot from the old
-one (copying only what changed: snapshots are shared by concurrent
-searches and never modified).  It reads everything again when the
-version differs, when it is too far behind, or when the log lacks some
-position (pruned).
+one.  It reads everything again when the version differs, when it is too
+far behind, or when the log lacks some position (pruned).
+
+The next snapshot shares the old one's maps.  Where a provider's row only
+changes value (its inventory of a class, its capacities, its traits), the
+shared map is changed in place: copying a map of every provider for each
+change would cost more than the search.  Where providers come or go from
+a map, the next snapshot gets a copy, so a search iterating the old map
+never sees its keys change.  A search still using the old snapshot may
+therefore see some providers as a later committed write left them, never
+as no committed write did.  Class indexes (sorted lists searched with
+bisect) are never changed in place: they are patched on copies.
 
 Only positions up to the one read from ``topology_versions`` are applied:
 that value is committed, and positions commit in order (see
@@ -153,7 +161,13 @@ class TopologyCache:
             fresh = None
             if current is not None and current.version == label[0]:
                 if label[1] - current.position <= self.max_positions_behind:
-                    fresh = catch_up(conn, current, label[1], self.max_providers_changed)
+                    try:
+                        fresh = catch_up(conn, current, label[1], self.max_providers_changed)
+                    except BaseException:
+                        # Rows may have changed in place: nothing of this
+                        # snapshot is to be trusted any more.
+                        self._current = None
+                        raise
             if fresh is None:
                 fresh = self._loader(conn, *label)
                 self.loads += 1
@@ -192,8 +206,10 @@ class _Patch:
 
     def __init__(self, conn: Connection, old: Topology, ids: set[int], classes: bool) -> None:
         self.params = {"ids": sorted(ids)}
-        # resource class id -> provider id -> its new row (None: gone), filled by _inventories
+        # resource class id -> provider id -> its new row (None: gone), and
+        # its row before (None: new), filled by _inventories
         self.inventory_changes: dict[int, dict[int, InventoryRow | None]] = {}
+        self.inventory_before: dict[int, dict[int, InventoryRow | None]] = {}
         self.conn = conn
         self.old = old
         self.ids = ids
@@ -313,8 +329,10 @@ class _Patch:
             for rp, rc, total, reserved, min_unit, max_unit, step, ratio in found:
                 if rp in new_rows:
                     new_rows[rp][rc] = ((total - reserved) * ratio, 0, min_unit, max_unit, step)
-        inventory = old.inventory
         capacities = old.capacities
+        # Value changes are made in place, key changes on a copy (see the
+        # module's docstring); the copy is made before the first key change.
+        capacities_copied = False
         classes_seen: set[int] = set()
         for rp in ids:
             now = new_rows.get(rp, {})
@@ -325,26 +343,36 @@ class _Patch:
             for rc in now.keys() | before.keys():
                 if now.get(rc) != before.get(rc):
                     self.inventory_changes.setdefault(rc, {})[rp] = now.get(rc)
-            if capacities is old.capacities:
-                capacities = dict(old.capacities)
+                    self.inventory_before.setdefault(rc, {})[rp] = before.get(rc)
+            summary = tuple((rc, int(row[0]), 0) for rc, row in now.items())
+            if not capacities_copied and (not now or rp not in capacities):
+                capacities, capacities_copied = capacities.copy(), True
             if now:
-                capacities[rp] = tuple((rc, int(row[0]), 0) for rc, row in now.items())
+                capacities[rp] = summary
             else:
                 capacities.pop(rp, None)
-        if self.inventory_changes:
-            inventory = dict(old.inventory)
-            for rc, changes in self.inventory_changes.items():
-                by_provider = dict(inventory.get(rc, {}))
-                for rp, row in changes.items():
-                    if row is None:
-                        by_provider.pop(rp, None)
-                    else:
-                        by_provider[rp] = row
-                if by_provider:
-                    inventory[rc] = by_provider
+        return self._apply_inventory_changes(), capacities, classes_seen
+
+    def _apply_inventory_changes(self) -> dict[int, dict[int, InventoryRow]]:
+        """The inventory maps with ``inventory_changes`` made: in place where
+        only rows change, on copies where providers come or go."""
+        inventory = self.old.inventory
+        for rc, changes in self.inventory_changes.items():
+            by_provider = inventory.get(rc, {})
+            if any(row is None or rp not in by_provider for rp, row in changes.items()):
+                by_provider = by_provider.copy()
+                if inventory is self.old.inventory:
+                    inventory = inventory.copy()
+            for rp, row in changes.items():
+                if row is None:
+                    by_provider.pop(rp, None)
                 else:
-                    inventory.pop(rc, None)
-        return inventory, capacities, classes_seen
+                    by_provider[rp] = row
+            if by_provider:
+                inventory[rc] = by_provider
+            else:
+                inventory.pop(rc, None)
+        return inventory
 
     def _indexes(self, fresh: Topology) -> dict[int, ClassIndex]:
         """The old snapshot's class indexes, patched where they can be:
@@ -366,7 +394,10 @@ class _Patch:
                 continue
             if any(rp in old.sharing or rp in fresh.sharing for rp in changes):
                 continue
-            kept[rc] = _patched_index(index, old.inventory.get(rc, {}), changes, old.root_of, fresh.root_of)
+            # (the rows as they were: the inventory maps may have changed in place)
+            before = {rp: rows[rp] for rp in changes if rp in rows}
+            before.update(self.inventory_before.get(rc, {}))
+            kept[rc] = _patched_index(index, before, changes, old.root_of, fresh.root_of)
         return kept
 
     # ---------------------------------------------------- traits, aggregates
