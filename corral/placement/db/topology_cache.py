@@ -29,6 +29,7 @@ positions; those are applied again later, which changes nothing.
 from __future__ import annotations
 
 import bisect
+import operator
 import threading
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -109,6 +110,39 @@ _AGGREGATES = (
         )
     )
     .where(resource_provider_aggregates.c.resource_provider_id.in_(_IDS))
+)
+# The four reads above as one statement (one round trip: on a busy
+# database each costs more than the work it asks for).  Rows are tagged
+# with their kind and padded with NULLs to a common shape:
+# (kind, provider id, int, int, int, int, int, int, allocation ratio, text).
+# SELECT 0, id, parent_provider_id, root_provider_id, NULL, ..., uuid FROM resource_providers WHERE id IN (:ids)
+# UNION ALL SELECT 1, resource_provider_id, resource_class_id, total, reserved, min_unit, max_unit,
+#     step_size, allocation_ratio, NULL FROM inventories WHERE resource_provider_id IN (:ids)
+# UNION ALL SELECT 2, rpt.resource_provider_id, rpt.trait_id, NULL, ..., traits.name FROM ... (as _TRAITS)
+# UNION ALL SELECT 3, rpa.resource_provider_id, rpa.aggregate_id, NULL, ..., agg.uuid FROM ... (as _AGGREGATES)
+_PROVIDER_ROWS, _INVENTORY_ROWS, _TRAIT_ROWS, _AGGREGATE_ROWS = range(4)
+
+
+def _tagged(kind: int, statement: sa.Select, *, ratio: bool = False, text: bool = False) -> sa.Select:
+    """``statement`` in the common shape: its kind, its integer columns,
+    NULLs up to six of them, then its ratio and its text (last columns)."""
+    columns = list(statement.selected_columns)
+    last = [columns.pop() if text else sa.null()]
+    last.insert(0, columns.pop() if ratio else sa.null())
+    ints = columns[1:]
+    return statement.with_only_columns(
+        sa.literal_column(str(kind)), columns[0], *ints, *[sa.null()] * (6 - len(ints)), *last
+    ).order_by(None)
+
+
+_CHANGED_ROWS = sa.union_all(
+    _tagged(_PROVIDER_ROWS, _PROVIDERS.with_only_columns(
+        resource_providers.c.id, resource_providers.c.parent_provider_id, resource_providers.c.root_provider_id,
+        resource_providers.c.uuid,
+    ), text=True),
+    _tagged(_INVENTORY_ROWS, _INVENTORIES, ratio=True),
+    _tagged(_TRAIT_ROWS, _TRAITS, text=True),
+    _tagged(_AGGREGATE_ROWS, _AGGREGATES, text=True),
 )
 # SELECT id, name FROM resource_classes
 _CLASS_NAMES = sa.select(resource_classes.c.id, resource_classes.c.name)
@@ -206,6 +240,7 @@ class _Patch:
 
     def __init__(self, conn: Connection, old: Topology, ids: set[int], classes: bool) -> None:
         self.params = {"ids": sorted(ids)}
+        self._by_kind: dict[int, list[tuple[Any, ...]]] | None = None
         # resource class id -> provider id -> its new row (None: gone), and
         # its row before (None: new), filled by _inventories
         self.inventory_changes: dict[int, dict[int, InventoryRow | None]] = {}
@@ -270,11 +305,20 @@ class _Patch:
 
     # ------------------------------------------------------------ providers
 
+    def _changed_rows(self, kind: int) -> list[tuple[Any, ...]]:
+        """The rows of ``kind`` of the changed providers (read once, with
+        the other kinds, in one statement)."""
+        if self._by_kind is None:
+            self._by_kind = {_PROVIDER_ROWS: [], _INVENTORY_ROWS: [], _TRAIT_ROWS: [], _AGGREGATE_ROWS: []}
+            if self.ids:
+                for row in _rows(self.conn, _CHANGED_ROWS, self.params):
+                    self._by_kind[row[0]].append(row)
+        return self._by_kind[kind]
+
     def _provider_rows(self, ids: list[int]) -> dict[int, ProviderRow]:
-        if not ids:
-            return {}
-        found = _rows(self.conn, _PROVIDERS, self.params)
-        return {rp_id: ProviderRow(uuid, parent_id, root_id) for rp_id, uuid, parent_id, root_id in found}
+        return {
+            row[1]: ProviderRow(row[9], row[2], row[3]) for row in self._changed_rows(_PROVIDER_ROWS)
+        }
 
     def _providers(
         self, rows: dict[int, ProviderRow]
@@ -324,11 +368,12 @@ class _Patch:
     ) -> tuple[dict[int, dict[int, InventoryRow]], dict[int, SummaryRows], set[int]]:
         old = self.old
         new_rows: dict[int, dict[int, InventoryRow]] = {rp: {} for rp in known}
-        if ids:
-            found = _rows(self.conn, _INVENTORIES, self.params)
-            for rp, rc, total, reserved, min_unit, max_unit, step, ratio in found:
-                if rp in new_rows:
-                    new_rows[rp][rc] = ((total - reserved) * ratio, 0, min_unit, max_unit, step)
+        # (in class order, as a whole read has them)
+        for _kind, rp, rc, total, reserved, min_unit, max_unit, step, ratio, _text in sorted(
+            self._changed_rows(_INVENTORY_ROWS), key=operator.itemgetter(2)
+        ):
+            if rp in new_rows:
+                new_rows[rp][rc] = ((total - reserved) * ratio, 0, min_unit, max_unit, step)
         capacities = old.capacities
         # Value changes are made in place, key changes on a copy (see the
         # module's docstring); the copy is made before the first key change.
@@ -402,19 +447,18 @@ class _Patch:
 
     # ---------------------------------------------------- traits, aggregates
 
-    def _memberships(self, statement: sa.Select, known: Iterable[int]) -> dict[int, dict[int, str]]:
+    def _memberships(self, kind: int, known: Iterable[int]) -> dict[int, dict[int, str]]:
         found: dict[int, dict[int, str]] = {rp: {} for rp in known}
-        if self.ids:
-            for rp, member_id, name in _rows(self.conn, statement, self.params):
-                if rp in found:
-                    found[rp][member_id] = name
+        for row in self._changed_rows(kind):
+            if row[1] in found:
+                found[row[1]][row[2]] = row[9]
         return found
 
     def _traits(
         self, ids: list[int], known: Iterable[int]
     ) -> tuple[dict[int, frozenset[int]], dict[int, list[str]], frozenset[int]]:
         old = self.old
-        found = self._memberships(_TRAITS, known)
+        found = self._memberships(_TRAIT_ROWS, known)
         traits_of, trait_names_of, sharing = old.traits_of, old.trait_names_of, old.sharing
         for rp in ids:
             now = found.get(rp, {})
@@ -438,7 +482,7 @@ class _Patch:
 
     def _aggregates(self, ids: list[int], known: Iterable[int]) -> tuple[dict[int, frozenset[int]], dict[str, int]]:
         old = self.old
-        found = self._memberships(_AGGREGATES, known)
+        found = self._memberships(_AGGREGATE_ROWS, known)
         aggs_of, aggregate_ids = old.aggs_of, old.aggregate_ids
         for rp in ids:
             now = found.get(rp, {})
