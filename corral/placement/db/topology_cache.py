@@ -253,7 +253,7 @@ class _Patch:
     def build(self, position: int) -> Topology | None:
         old = self.old
         ids = sorted(self.ids)
-        rows = self._provider_rows(ids)
+        rows = self._provider_rows()
         providers, uuids, ids_by_uuid, root_of, members_of = self._providers(rows)
         if not _consistent(providers, members_of, rows, self.ids, old.root_of):
             # Rows read under READ COMMITTED already hold later writes that
@@ -315,7 +315,7 @@ class _Patch:
                     self._by_kind[row[0]].append(row)
         return self._by_kind[kind]
 
-    def _provider_rows(self, ids: list[int]) -> dict[int, ProviderRow]:
+    def _provider_rows(self) -> dict[int, ProviderRow]:
         return {
             row[1]: ProviderRow(row[9], row[2], row[3]) for row in self._changed_rows(_PROVIDER_ROWS)
         }
