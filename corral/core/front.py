@@ -7,10 +7,11 @@ request a byte at a time, or half a request line and nothing more, hold
 every thread and stop the server for everybody.
 
 :class:`BufferingWorker` is a gunicorn worker class that reads requests on
-an asyncio event loop (parsed by h11) and buffers each one whole, body
-included, before a thread from the pool runs the WSGI application on it.
-The answer is written back by the event loop too.  Waiting clients cost a
-socket and a few kilobytes, not a thread, and every phase has a deadline:
+an asyncio event loop (parsed by httptools, the C parser of Node.js) and
+buffers each one whole, body included, before a thread from the pool runs
+the WSGI application on it.  The answer is written back by the event loop
+too.  Waiting clients cost a socket and a few kilobytes, not a thread, and
+every phase has a deadline:
 
 * the request head (request line and headers) must arrive within
   ``header_timeout`` of the connection opening, or of its first byte on a
@@ -19,11 +20,13 @@ socket and a few kilobytes, not a thread, and every phase has a deadline:
 * a kept-alive connection may stay idle ``keepalive`` seconds;
 * the client must take the answer within ``send_timeout``.
 
-A process holds at most ``worker_connections`` connections; beyond that a
-new connection is answered ``503`` with ``Retry-After`` and closed.  Bodies
-larger than ``max_body_size`` are not read: the application sees the
-declared length (and answers 413 in its own error format) and the
-connection is closed afterwards.
+Deadlines are checked a few times a second by one sweep over the
+connections, not by a timer per connection and phase: a request then costs
+no timer at all.  A process holds at most ``worker_connections``
+connections; beyond that a new connection is answered ``503`` with
+``Retry-After`` and closed.  Bodies larger than ``max_body_size`` are not
+read: the application sees the declared length (and answers 413 in its own
+error format) and the connection is closed afterwards.
 
 Everything else (processes, restarts of dead workers, signals, the listening
 sockets) is gunicorn's.
@@ -32,19 +35,26 @@ sockets) is gunicorn's.
 from __future__ import annotations
 
 import asyncio
-import io
 import logging
 import os
-import sys
 import time
-from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import unquote_to_bytes
 
-import h11
+import httptools
 from gunicorn.workers import base
+
+from corral.core.front_http import (
+    REFUSED,
+    Answer,
+    Request,
+    build_environ,
+    call_app,
+    canned,
+    failed_answer,
+    render,
+)
 
 LOG = logging.getLogger(__name__)
 
@@ -54,6 +64,9 @@ MAX_HEAD_SIZE = 64 * 1024
 # the answer before the socket is closed (closing with unread input would
 # reset the connection and could lose the answer).
 LINGER = 1.0
+TOO_LARGE = "Request head too large"
+# Bytes taken from the socket at a time.
+RECEIVE_BUFFER = 16 * 1024
 
 
 @dataclass(frozen=True)
@@ -65,114 +78,10 @@ class Limits:
     max_connections: int = 1000
     max_body_size: int = 114688
 
-
-def _json(message: str) -> bytes:
-    import orjson
-
-    return orjson.dumps({"message": message})
-
-
-def _canned(status: int, reason: str, message: str, extra: Iterable[tuple[str, str]] = ()) -> bytes:
-    """A complete answer that closes the connection, written without h11."""
-    body = _json(message)
-    lines = [
-        f"HTTP/1.1 {status} {reason}",
-        "Content-Type: application/json",
-        f"Content-Length: {len(body)}",
-        "Connection: close",
-        *(f"{name}: {value}" for name, value in extra),
-    ]
-    return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + body
-
-
-REFUSED = _canned(
-    503, "Service Unavailable", "Too many connections to this server process; try again later.",
-    [("Retry-After", "1")],
-)
-
-
-# ------------------------------------------------------------------ WSGI
-
-
-def build_environ(
-    request: h11.Request,
-    body: bytes,
-    content_length: int | None,
-    peer: tuple[str, int],
-    local: tuple[str, int],
-    url_scheme: str,
-    multiprocess: bool,
-) -> dict[str, Any]:
-    target = request.target
-    if not target.startswith(b"/"):
-        # absolute-form ("http://host/path?query"): keep the path part.
-        after_scheme = target.partition(b"://")[2]
-        target = b"/" + after_scheme.partition(b"/")[2] if after_scheme else b"/"
-    path, _, query = target.partition(b"?")
-    environ: dict[str, Any] = {
-        "REQUEST_METHOD": request.method.decode("ascii"),
-        "SCRIPT_NAME": "",
-        "PATH_INFO": unquote_to_bytes(path).decode("latin-1"),
-        "QUERY_STRING": query.decode("latin-1"),
-        "RAW_URI": target.decode("latin-1"),
-        "SERVER_PROTOCOL": "HTTP/" + request.http_version.decode("ascii"),
-        "SERVER_NAME": str(local[0]),
-        "SERVER_PORT": str(local[1]),
-        "REMOTE_ADDR": str(peer[0]),
-        "REMOTE_PORT": str(peer[1]),
-        "wsgi.version": (1, 0),
-        "wsgi.url_scheme": url_scheme,
-        "wsgi.input": io.BytesIO(body),
-        "wsgi.errors": sys.stderr,
-        "wsgi.multithread": True,
-        "wsgi.multiprocess": multiprocess,
-        "wsgi.run_once": False,
-    }
-    if content_length is not None:
-        environ["CONTENT_LENGTH"] = str(content_length)
-    for raw_name, raw_value in request.headers:
-        if b"_" in raw_name:
-            # X-Auth_Token and X-Auth-Token would both become
-            # HTTP_X_AUTH_TOKEN: drop the ambiguous spelling.
-            continue
-        name = raw_name.decode("latin-1").upper().replace("-", "_")
-        value = raw_value.decode("latin-1")
-        if name == "CONTENT_LENGTH":
-            continue  # the buffered body's length is set above
-        if name == "CONTENT_TYPE":
-            environ["CONTENT_TYPE"] = value
-            continue
-        key = "HTTP_" + name
-        environ[key] = f"{environ[key]},{value}" if key in environ else value
-    return environ
-
-
-def call_app(app: Callable[..., Iterable[bytes]], environ: dict[str, Any]) -> tuple[str, list[tuple[str, str]], list[bytes]]:
-    """Run a WSGI application to completion in the calling thread."""
-    started: list[Any] = []
-    chunks: list[bytes] = []
-
-    def start_response(status: str, headers: list[tuple[str, str]], exc_info: Any = None) -> Callable[[bytes], None]:
-        if exc_info is not None and started and chunks:
-            raise exc_info[1].with_traceback(exc_info[2])
-        started[:] = [status, headers]
-        return chunks.append
-
-    result = app(environ, start_response)
-    try:
-        for chunk in result:
-            if chunk:
-                chunks.append(chunk)
-    finally:
-        close = getattr(result, "close", None)
-        if close is not None:
-            close()
-    if not started:
-        raise RuntimeError("the application did not call start_response")
-    return started[0], started[1], chunks
-
-
-# ------------------------------------------------------------ connections
+    @property
+    def sweep_interval(self) -> float:
+        """How often deadlines are checked: a small fraction of the shortest."""
+        return max(0.05, min(0.5, self.header_timeout, self.body_timeout, self.keepalive, self.send_timeout) / 4)
 
 
 class _Front:
@@ -189,10 +98,10 @@ class _Front:
         self._trusted = set(forwarded_allow_ips)
         self._secure_headers = {name.lower().encode(): value.encode() for name, value in secure_scheme_headers.items()}
 
-    def url_scheme(self, peer: str, request: h11.Request) -> str:
+    def url_scheme(self, peer: str, headers: list[tuple[bytes, bytes]]) -> str:
         if not self._secure_headers or not (self._trusted_any or peer in self._trusted):
             return "http"
-        for name, value in request.headers:
+        for name, value in headers:
             if self._secure_headers.get(name) == value.lower():
                 return "https"
         return "http"
@@ -200,26 +109,53 @@ class _Front:
     def busy(self) -> int:
         return sum(1 for connection in self.connections if connection.phase in ("body", "app"))
 
+    def sweep(self) -> None:
+        """Act on every deadline that has passed."""
+        now = time.monotonic()
+        for connection in [c for c in self.connections if c.deadline <= now]:
+            connection.expired()
 
-class _Connection(asyncio.Protocol):
-    """One client connection: read a request, run it on the pool, answer, repeat."""
 
-    def __init__(self, front: _Front) -> None:
+class _TooLarge(Exception):
+    """The request head grew past :data:`MAX_HEAD_SIZE`."""
+
+
+class _Connection(asyncio.BufferedProtocol):
+    """One client connection: read requests, run each on the pool, answer, repeat.
+
+    httptools calls the ``on_*`` methods while it parses; complete requests
+    wait in ``_ready`` while an earlier one is answered.  Input is received
+    into one buffer per connection (asyncio would otherwise allocate 256 KiB
+    for every read).
+    """
+
+    def __init__(self, front: _Front, loop: asyncio.AbstractEventLoop) -> None:
         self.front = front
         self.limits = front.limits
-        self.h11 = h11.Connection(h11.SERVER, max_incomplete_event_size=MAX_HEAD_SIZE)
+        self.loop = loop
+        self.parser = httptools.HttpRequestParser(self)
         self.transport: asyncio.Transport | None = None
         self.peer: tuple[str, int] = ("", 0)
         self.local: tuple[str, int] = ("", 0)
         # head -> body -> app -> (idle -> head ...) | closing
         self.phase = "head"
-        self._timer: asyncio.TimerHandle | None = None
-        self._request: h11.Request | None = None
-        self._body = bytearray()
-        self._declared: int | None = None
-        self._can_write = asyncio.Event()
-        self._can_write.set()
+        # When the current phase runs out (time.monotonic()), and what then.
+        self.deadline = float("inf")
+        self._on_deadline = self._close
+        self._request: Request | None = None  # being read
+        self._head_parsed = 0  # bytes of the head the parser has handed over
+        self._head_raw = 0  # bytes received since the head began (a bound)
+        self._began_now = False
+        self._ready: list[Request] = []  # read whole, waiting for their turn
+        self._broken: str | None = None  # why the input cannot be parsed further
+        self._no_more = False  # no request is taken after those already read
+        self._sending = False  # the socket's buffer is full
+        self._draining = False  # an answer waits for the socket's buffer to drain
+        self._close_after = False  # the answer being sent is the last
         self._eof = False
+        self._paused = False
+        self._buffer = bytearray(RECEIVE_BUFFER)
+        self._view = memoryview(self._buffer)
 
     # -- asyncio callbacks
 
@@ -234,189 +170,253 @@ class _Connection(asyncio.Protocol):
                         len(self.front.connections) - 1)
             self._finish(REFUSED)
             return
-        self._arm(self.limits.header_timeout, self._head_timed_out)
+        self._expect(self.limits.header_timeout, self._head_timed_out)
 
-    def data_received(self, data: bytes) -> None:
-        if self.phase == "closing":
+    def get_buffer(self, sizehint: int) -> memoryview:
+        return self._view
+
+    def buffer_updated(self, nbytes: int) -> None:
+        self.data_received(self._view[:nbytes])
+
+    def data_received(self, data: bytes | memoryview) -> None:
+        if self.phase == "app" and not self._paused:
+            # More input while a request is answered (pipelining): taken,
+            # but no more until the answer is out.  Reading is not paused
+            # for every request: that costs two system calls each.
+            assert self.transport is not None
+            self.transport.pause_reading()
+            self._paused = True
+        if self.phase == "closing" or self._broken is not None or self._no_more:
             return  # discarded while the last answer is read
         if self.phase == "idle":
             self.phase = "head"
-            self._arm(self.limits.header_timeout, self._head_timed_out)
-        self.h11.receive_data(data)
-        self._advance()
+            self._expect(self.limits.header_timeout, self._head_timed_out)
+        self._began_now = False
+        try:
+            self.parser.feed_data(data)
+        except httptools.HttpParserUpgrade:
+            # Nothing here switches protocols: the request is answered as
+            # an ordinary one and the connection closed afterwards.
+            self._no_more = True
+        except httptools.HttpParserCallbackError as error:
+            self._broken = TOO_LARGE if isinstance(error.__context__, _TooLarge) else f"Malformed request: {error}"
+        except httptools.HttpParserError as error:
+            self._broken = f"Malformed request: {error}"
+        if self._request is not None and self._request.method is None:
+            # The parser keeps a header it has not finished in a buffer of
+            # its own: count what arrives, so that buffer cannot grow
+            # without bound.  (A head begun in this chunk has at most this
+            # chunk's size so far.)
+            self._head_raw = 0 if self._began_now else self._head_raw + len(data)
+            if self._head_raw > MAX_HEAD_SIZE and self._broken is None:
+                self._broken = TOO_LARGE
+        if self.phase != "app":
+            self._next()
 
     def eof_received(self) -> bool:
         self._eof = True
-        if self.phase not in ("closing", "app"):
-            self.h11.receive_data(b"")
-            self._advance()
+        if self.phase in ("head", "body", "idle") and self._broken is None:
+            if self._request is None and not self._ready:
+                self._close()
+                return True
+            self._broken = "Malformed request: the connection was closed in the middle of a request"
+            if self.phase != "app":
+                self._next()
         return True  # keep our side open to finish an answer in progress
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.phase = "closing"
-        self._cancel_timer()
-        self._can_write.set()
+        self.deadline = float("inf")
         self.front.connections.discard(self)
 
     def pause_writing(self) -> None:
-        self._can_write.clear()
+        self._sending = True
 
     def resume_writing(self) -> None:
-        self._can_write.set()
+        self._sending = False
+        if self._draining:
+            self._draining = False
+            self._next_request()
 
-    # -- reading
+    # -- parser callbacks (httptools)
 
-    def _advance(self) -> None:
-        while self.phase in ("head", "body", "idle"):
-            try:
-                event = self.h11.next_event()
-            except h11.RemoteProtocolError as error:
-                self._protocol_error(error)
-                return
-            if event is h11.NEED_DATA or event is h11.PAUSED:
-                return
-            if isinstance(event, h11.Request):
-                self._start_body(event)
-            elif isinstance(event, h11.Data):
-                self._body += event.data
-                if len(self._body) > self.limits.max_body_size:
-                    # More than the limit without a declared length
-                    # (chunked): the application refuses it on its size.
-                    self._dispatch(self._declared or len(self._body), whole=False)
-                    return
-            elif isinstance(event, h11.EndOfMessage):
-                self._dispatch(len(self._body) if self._has_body() else None, whole=True)
-                return
-            elif isinstance(event, h11.ConnectionClosed):
-                self._close()
-                return
+    def on_message_begin(self) -> None:
+        self._request = Request()
+        self._head_parsed = 0
+        self._began_now = True
 
-    def _start_body(self, request: h11.Request) -> None:
-        self._request = request
-        self._body = bytearray()
-        self._declared = None
-        for name, value in request.headers:
-            if name == b"content-length":
-                self._declared = int(value)
-        self.phase = "body"
-        self._arm(self.limits.body_timeout, self._body_timed_out)
-        if self._declared is not None and self._declared > self.limits.max_body_size:
+    def on_url(self, url: bytes) -> None:
+        request = self._request
+        assert request is not None
+        request.target += url
+        self._grow_head(len(url))
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        request = self._request
+        assert request is not None
+        request.raw_headers.append((name.lower(), value))
+        self._grow_head(len(name) + len(value) + 4)
+
+    def on_headers_complete(self) -> None:
+        request = self._request
+        assert request is not None
+        parser = self.parser
+        request.head_done(parser.get_method(), parser.get_http_version(), parser.should_keep_alive())
+        if not self._ready and self.phase != "app":
+            self.phase = "body"
+            self._expect(self.limits.body_timeout, self._body_timed_out)
+        if request.declared is not None and request.declared > self.limits.max_body_size:
             # Not read at all: the application answers 413 from the length.
-            self._dispatch(self._declared, whole=False)
+            self._complete(request, whole=False)
             return
-        if self.h11.they_are_waiting_for_100_continue:
-            self._write(self.h11.send(h11.InformationalResponse(status_code=100, headers=[])))
+        if request.expects_continue and not self._ready and self.phase != "app":
+            self._write(b"HTTP/1.1 100 Continue\r\n\r\n")
+            request.expects_continue = False
 
-    def _has_body(self) -> bool:
-        assert self._request is not None
-        return any(name in (b"content-length", b"transfer-encoding") for name, _ in self._request.headers)
+    def on_body(self, body: bytes) -> None:
+        request = self._request
+        if request is None or request.skipped:
+            return
+        request.body += body
+        if len(request.body) > self.limits.max_body_size:
+            # More than the limit without a declared length (chunked): the
+            # application refuses it on its size.
+            request.declared = request.declared or len(request.body)
+            self._complete(request, whole=False)
+
+    def on_message_complete(self) -> None:
+        request = self._request
+        if request is None or request.skipped:
+            return
+        self._complete(request, whole=True)
+
+    def _grow_head(self, size: int) -> None:
+        self._head_parsed += size
+        if self._head_parsed > MAX_HEAD_SIZE:
+            raise _TooLarge()
+
+    def _complete(self, request: Request, *, whole: bool) -> None:
+        request.skipped = True  # anything more of it is not kept
+        self._request = None
+        if self._no_more:
+            return
+        request.whole = whole
+        self._ready.append(request)
+        if not whole:
+            self._no_more = True
 
     # -- running the application
 
-    def _dispatch(self, content_length: int | None, *, whole: bool) -> None:
-        request = self._request
-        assert request is not None and self.transport is not None
+    def _next(self) -> None:
+        """Start the next ready request, or wait for more input (not while answering)."""
+        if self._ready:
+            self._dispatch(self._ready.pop(0))
+        elif self._broken is not None:
+            self._finish(canned(431 if self._broken is TOO_LARGE else 400, self._broken))
+        elif self._no_more or self._eof:
+            self._linger()
+        elif self._request is None:
+            if self.phase != "idle":
+                self.phase = "idle"
+                self._expect(self.limits.keepalive, self._close)
+        elif self._request.method is None:
+            # (a deadline is set when its phase begins, not pushed back by
+            # every byte that arrives)
+            if self.phase != "head":
+                self.phase = "head"
+                self._expect(self.limits.header_timeout, self._head_timed_out)
+        elif self.phase != "body":
+            self.phase = "body"
+            self._expect(self.limits.body_timeout, self._body_timed_out)
+            if self._request.expects_continue:
+                self._write(b"HTTP/1.1 100 Continue\r\n\r\n")
+                self._request.expects_continue = False
+
+    def _dispatch(self, request: Request) -> None:
+        assert self.transport is not None
         self.phase = "app"
-        self._cancel_timer()
-        self.transport.pause_reading()
+        self.deadline = float("inf")
         environ = build_environ(
-            request,
-            bytes(self._body) if whole else b"",
-            content_length,
-            self.peer,
-            self.local,
-            self.front.url_scheme(self.peer[0], request),
+            request, self.peer, self.local, self.front.url_scheme(self.peer[0], request.raw_headers),
             self.front.multiprocess,
         )
-        self._body = bytearray()
-        asyncio.ensure_future(self._serve(request, environ, keep_open=whole))
-
-    async def _serve(self, request: h11.Request, environ: dict[str, Any], *, keep_open: bool) -> None:
-        loop = asyncio.get_running_loop()
         try:
-            status, headers, chunks = await loop.run_in_executor(
-                self.front.executor, call_app, self.front.app, environ
-            )
+            self.front.executor.submit(self._run, request, environ)
+        except RuntimeError:  # the pool is shutting down
+            self._close()
+
+    def _run(self, request: Request, environ: dict[str, Any]) -> None:
+        """In a pool thread: run the application, hand the answer to the event loop."""
+        try:
+            answer = call_app(self.front.app, environ)
         except Exception:
             LOG.exception("%s %s failed", environ["REQUEST_METHOD"], environ["PATH_INFO"])
-            status, headers, chunks = "500 Internal Server Error", [("Content-Type", "application/json")], [
-                _json("An unexpected error occurred while processing the request.")
-            ]
+            answer = failed_answer()
+        try:
+            self.loop.call_soon_threadsafe(self._answer, request, answer)
+        except RuntimeError:  # the loop has closed: the worker is exiting
+            pass
+
+    def _answer(self, request: Request, answer: Answer) -> None:
         if self.phase == "closing" or self.transport is None:
             return
+        more = bool(self._ready) or not (self._no_more or self._eof or self._broken)
         try:
-            self._write(self._render(request, status, headers, chunks, keep_open=keep_open))
-        except h11.LocalProtocolError:
-            LOG.exception("invalid answer to %s %s", environ["REQUEST_METHOD"], environ["PATH_INFO"])
+            data, keep_open = render(request, answer, keep_open=request.whole and request.keep_alive and more)
+        except ValueError as problem:
+            LOG.error("invalid answer to %s %s: %s", request.method, request.path_for_log(), problem)
             self.transport.abort()
             return
-        try:
-            if not self._can_write.is_set():
-                # (only then: a wait_for costs a task and a timer per answer)
-                await asyncio.wait_for(self._can_write.wait(), self.limits.send_timeout)
-        except asyncio.TimeoutError:
-            LOG.info("closing a connection from %s: the answer was not read in time", self.peer[0])
-            self.transport.abort()
+        self._close_after = not keep_open
+        self._write(data)
+        if self._sending:
+            self._draining = True
+            self._expect(self.limits.send_timeout, self._send_timed_out)
             return
         self._next_request()
-
-    def _render(self, request: h11.Request, status: str, headers: list[tuple[str, str]],
-                chunks: list[bytes], *, keep_open: bool) -> bytes:
-        code, _, reason = status.partition(" ")
-        out_headers = [(name.encode("latin-1"), value.encode("latin-1")) for name, value in headers]
-        if not keep_open:
-            out_headers.append((b"connection", b"close"))
-        parts = [self.h11.send(h11.Response(status_code=int(code), headers=out_headers, reason=reason.encode("latin-1")))]
-        if request.method != b"HEAD" and int(code) not in (204, 304):
-            parts.extend(self.h11.send(h11.Data(data=chunk)) for chunk in chunks)
-        parts.append(self.h11.send(h11.EndOfMessage()))
-        return b"".join(part for part in parts if part)
 
     def _next_request(self) -> None:
         if self.transport is None or self.phase == "closing":
             return
-        if self._eof or self.h11.our_state is not h11.DONE or self.h11.their_state is not h11.DONE:
-            # The body was left unread, or the answer said "close".
+        if self._close_after:
             self._linger()
-            self.transport.resume_reading()
             return
-        self.h11.start_next_cycle()
-        self._request = None
-        buffered, _closed = self.h11.trailing_data
-        if buffered:
-            # A pipelined request is already here: its head deadline runs.
-            self.phase = "head"
-            self._arm(self.limits.header_timeout, self._head_timed_out)
-        else:
-            self.phase = "idle"
-            self._arm(self.limits.keepalive, self._close)
-        self.transport.resume_reading()
-        self._advance()
+        if self._paused:
+            self._paused = False
+            self.transport.resume_reading()
+        self._next()
 
     # -- errors, deadlines and closing
 
-    def _protocol_error(self, error: h11.RemoteProtocolError) -> None:
-        status = error.error_status_hint or 400
-        reasons = {400: "Bad Request", 414: "URI Too Long", 431: "Request Header Fields Too Large"}
-        self._finish(_canned(status, reasons.get(status, "Bad Request"), f"Malformed request: {error}"))
+    def expired(self) -> None:
+        self.deadline = float("inf")
+        self._on_deadline()
+
+    def _expect(self, seconds: float, then: Any) -> None:
+        self.deadline = time.monotonic() + seconds
+        self._on_deadline = then
 
     def _head_timed_out(self) -> None:
-        if self.h11.their_state is h11.IDLE and not self.h11.trailing_data[0]:
+        if self._request is None:
             self._close()  # nothing was sent: just an unused connection
             return
         LOG.info("closing a connection from %s: request headers not received in %gs", self.peer[0],
                  self.limits.header_timeout)
-        self._finish(_canned(408, "Request Timeout", "The request headers did not arrive in time."))
+        self._finish(canned(408, "The request headers did not arrive in time."))
 
     def _body_timed_out(self) -> None:
         LOG.info("closing a connection from %s: request body not received in %gs", self.peer[0],
                  self.limits.body_timeout)
-        self._finish(_canned(408, "Request Timeout", "The request body did not arrive in time."))
+        self._finish(canned(408, "The request body did not arrive in time."))
+
+    def _send_timed_out(self) -> None:
+        LOG.info("closing a connection from %s: the answer was not read in time", self.peer[0])
+        if self.transport is not None:
+            self.transport.abort()
 
     def _finish(self, answer: bytes) -> None:
         """Write a last answer and close soon."""
-        assert self.transport is not None
-        self.transport.write(answer)
+        self._write(answer)
         self._linger()
 
     def _linger(self) -> None:
@@ -425,7 +425,10 @@ class _Connection(asyncio.Protocol):
         self.phase = "closing"
         if self.transport.can_write_eof() and not self.transport.is_closing():
             self.transport.write_eof()
-        self._arm(LINGER, self._close)
+        if self._paused:
+            self._paused = False
+            self.transport.resume_reading()  # read and drop, so the answer is not lost to a reset
+        self._expect(LINGER, self._close)
 
     def _write(self, data: bytes) -> None:
         if data and self.transport is not None and not self.transport.is_closing():
@@ -433,18 +436,9 @@ class _Connection(asyncio.Protocol):
 
     def _close(self) -> None:
         self.phase = "closing"
-        self._cancel_timer()
+        self.deadline = float("inf")
         if self.transport is not None:
             self.transport.close()
-
-    def _arm(self, delay: float, callback: Callable[[], None]) -> None:
-        self._cancel_timer()
-        self._timer = asyncio.get_running_loop().call_later(delay, callback)
-
-    def _cancel_timer(self) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
 
 
 def _address(value: Any) -> tuple[str, int]:
@@ -493,16 +487,21 @@ class BufferingWorker(base.Worker):
         servers = []
         for listener in self.sockets:
             sock = getattr(listener, "sock", listener)
-            servers.append(await loop.create_server(lambda: _Connection(front), sock=sock,
+            servers.append(await loop.create_server(lambda: _Connection(front, loop), sock=sock,
                                                     backlog=self.cfg.backlog))
+        notified = 0.0
         while self.alive and self.ppid == os.getppid():
-            self.notify()
-            await asyncio.sleep(0.5)
+            if time.monotonic() - notified >= 0.5:
+                self.notify()
+                notified = time.monotonic()
+            front.sweep()
+            await asyncio.sleep(limits.sweep_interval)
         for server in servers:
             server.close()
         deadline = time.monotonic() + self.cfg.graceful_timeout
         while front.busy() and time.monotonic() < deadline:
             self.notify()
+            front.sweep()
             await asyncio.sleep(0.1)
         for connection in list(front.connections):
             connection._close()
@@ -518,4 +517,3 @@ def _as_list(value: Any) -> list[str]:
 def worker_class(limits: Limits) -> type[BufferingWorker]:
     """A :class:`BufferingWorker` subclass with these limits."""
     return type("BufferingWorker", (BufferingWorker,), {"limits": limits, "__module__": __name__})
-
