@@ -10,10 +10,7 @@ the same free space.
 The statements of the write path are built once, with bind parameters, so
 that a request pays neither for building them nor for SQLAlchemy's cache
 key.  On PostgreSQL the usual claim (new consumers, generation ``null``)
-takes two statements inside the transaction: one locks the providers, one
-creates the consumer, inserts the allocations, bumps the providers'
-generations and returns the capacity as it was just before (all parts of
-one statement see the same snapshot, taken after the locks were granted).
+takes two round trips instead (:mod:`corral.placement.db.claims_pg`).
 """
 
 from __future__ import annotations
@@ -25,7 +22,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from corral.core import errors
-from corral.placement.db import catalog, consumers
+from corral.placement.db import catalog, claims_pg, consumers
 from corral.placement.db.tables import allocations, inventories, resource_classes, resource_providers
 from corral.placement.domain import allocations as rules
 from corral.placement.domain.allocations import ConsumerAllocations
@@ -44,19 +41,23 @@ _PROVIDERS_AND_CURRENT = sa.union_all(
 )
 
 # The same in one statement that also locks every row it returns, lowest id
-# first (PostgreSQL locks the rows after sorting them):
+# first (PostgreSQL locks the rows after sorting them).  The ids come from a
+# UNION: "uuid IN (...) OR id IN (subquery)" would scan every provider.
 # SELECT rp.id, rp.uuid, rp.id IN (SELECT resource_provider_id FROM allocations
 #                                  WHERE consumer_id IN (:consumers)) AS in_use
 # FROM resource_providers rp
-# WHERE rp.uuid IN (:wanted)
-#    OR rp.id IN (SELECT resource_provider_id FROM allocations WHERE consumer_id IN (:consumers))
-# ORDER BY rp.id FOR UPDATE
+# WHERE rp.id IN (SELECT id FROM resource_providers WHERE uuid IN (:wanted)
+#                 UNION SELECT resource_provider_id FROM allocations WHERE consumer_id IN (:consumers))
+# ORDER BY rp.id FOR UPDATE OF rp
 _in_use_ids = sa.select(allocations.c.resource_provider_id).where(
     allocations.c.consumer_id.in_(sa.bindparam("consumers", expanding=True))
 )
+_named = _rp.alias("named")
 _LOCK_PROVIDERS_AND_CURRENT = (
     sa.select(_rp.c.id, _rp.c.uuid, _rp.c.id.in_(_in_use_ids).label("in_use"))
-    .where(sa.or_(_rp.c.uuid.in_(sa.bindparam("wanted", expanding=True)), _rp.c.id.in_(_in_use_ids)))
+    .where(_rp.c.id.in_(sa.union(
+        sa.select(_named.c.id).where(_named.c.uuid.in_(sa.bindparam("wanted", expanding=True))), _in_use_ids,
+    )))
     .order_by(_rp.c.id)
     .with_for_update(of=_rp)
 )
@@ -118,44 +119,6 @@ _BUMP_PROVIDERS = (
     .values(generation=_rp.c.generation + 1, updated_at=sa.bindparam("now"))
 )
 
-# PostgreSQL: new consumers' claims, written in one statement once the
-# providers are locked.  The outer SELECT sees the allocations as they were
-# before this statement (the inserts of a WITH are invisible to it), so it
-# returns the capacity to check; a failed check rolls everything back.
-# PostgreSQL runs every data-modifying part of a WITH to completion, read
-# or not.
-_CLAIM_NEW_CONSUMERS_PG = sa.text("""
-WITH new_consumers AS (
-    INSERT INTO consumers (uuid, project_id, user_id, consumer_type_id, generation, created_at)
-    SELECT uuid, project_id, user_id, consumer_type_id, 1, :now
-    FROM unnest(CAST(:consumer_uuids AS varchar[]), CAST(:project_ids AS integer[]),
-                CAST(:user_ids AS integer[]), CAST(:type_ids AS integer[]))
-         AS wanted(uuid, project_id, user_id, consumer_type_id)
-    ON CONFLICT DO NOTHING
-    RETURNING id
-), new_allocations AS (
-    INSERT INTO allocations (resource_provider_id, consumer_id, resource_class_id, used, created_at)
-    SELECT provider_id, consumer_uuid, class_id, used, :now
-    FROM unnest(CAST(:row_providers AS integer[]), CAST(:row_consumers AS varchar[]),
-                CAST(:row_classes AS integer[]), CAST(:row_amounts AS integer[]))
-         AS wanted(provider_id, consumer_uuid, class_id, used)
-    RETURNING id
-), bumped AS (
-    UPDATE resource_providers SET generation = generation + 1, updated_at = :now
-    WHERE id = ANY(CAST(:provider_ids AS integer[]))
-    RETURNING id
-)
-SELECT inv.resource_provider_id, inv.resource_class_id,
-       inv.total, inv.reserved, inv.min_unit, inv.max_unit, inv.step_size, inv.allocation_ratio,
-       COALESCE((SELECT SUM(a.used) FROM allocations a
-                 WHERE a.resource_provider_id = inv.resource_provider_id
-                   AND a.resource_class_id = inv.resource_class_id), 0) AS used,
-       (SELECT count(*) FROM new_consumers) AS consumers_created
-FROM inventories inv
-WHERE inv.resource_provider_id = ANY(CAST(:provider_ids AS integer[]))
-""")
-
-
 def _resolve_providers(
     conn: Connection, wanted: list[str], consumer_uuids: list[str]
 ) -> tuple[dict[str, int], set[int]]:
@@ -185,6 +148,16 @@ def _resolve_providers(
         if uuid not in found:
             raise errors.BadRequest(f"Allocation for resource provider '{uuid}' that does not exist.")
     return found, current
+
+
+def _known_classes(
+    conn: Connection, requests: list[ConsumerAllocations], cached: dict[str, int]
+) -> dict[str, int] | None:
+    """Like :func:`_resolve_classes`, but None for an unknown class: its 400 waits for the providers' own."""
+    try:
+        return _resolve_classes(conn, requests, cached)
+    except rules.UnknownResourceClass:
+        return None
 
 
 def _resolve_classes(conn: Connection, requests: list[ConsumerAllocations], cached: dict[str, int]) -> dict[str, int]:
@@ -238,31 +211,6 @@ def _capacity_rows(conn: Connection, provider_ids: list[int]) -> dict[tuple[int,
     return {(row[0], row[1]): (Inventory(*row[2:8]), int(row[8])) for row in conn.execute(_CAPACITY, {"ids": provider_ids})}
 
 
-def _check_capacity(
-    current: dict[tuple[int, int], tuple[Inventory, int]],
-    wanted: dict[tuple[int, int], list[int]],
-    uuids: dict[int, str],
-    class_names: dict[int, str],
-) -> None:
-    for key, amounts in sorted(wanted.items()):
-        provider_uuid, rc = uuids[key[0]], class_names[key[1]]
-        if key not in current:
-            raise errors.Conflict(
-                f"Unable to allocate inventory: Inventory for '{rc}' on resource provider '{provider_uuid}' invalid."
-            )
-        inventory, in_use = current[key]
-        if not all(inventory.fits(amount) for amount in amounts):
-            raise errors.Conflict(
-                f"Unable to allocate inventory: Unable to create allocation for '{rc}' on resource provider "
-                f"'{provider_uuid}'. The requested amount would violate inventory constraints."
-            )
-        if in_use + sum(amounts) > inventory.capacity:
-            raise errors.Conflict(
-                f"Unable to allocate inventory: Unable to create allocation for '{rc}' on resource provider "
-                f"'{provider_uuid}'. The requested amount would exceed the capacity."
-            )
-
-
 def _rows(
     requests: list[ConsumerAllocations], found: dict[str, int], class_ids: dict[str, int], now: datetime.datetime
 ) -> tuple[list[dict], dict[tuple[int, int], list[int]]]:
@@ -293,45 +241,6 @@ def _is_new_consumer_claim(request: ConsumerAllocations) -> bool:
     )
 
 
-def _claim_new_consumers_pg(
-    conn: Connection,
-    requests: list[ConsumerAllocations],
-    found: dict[str, int],
-    class_ids: dict[str, int],
-    now: datetime.datetime,
-    cache: consumers.IdCache | None,
-) -> None:
-    """Create the consumers and write their allocations in one statement (providers already locked)."""
-    projects = [consumers.project_id(conn, request.project_id, now, cache) for request in requests]
-    users = [consumers.user_id(conn, request.user_id, now, cache) for request in requests]
-    types = [consumers.consumer_type_id(conn, request.consumer_type, now, cache) for request in requests]
-    rows, wanted = _rows(requests, found, class_ids, now)
-    params = {
-        "now": now,
-        "consumer_uuids": [request.consumer_uuid for request in requests],
-        "project_ids": projects, "user_ids": users, "type_ids": types,
-        "row_providers": [row["resource_provider_id"] for row in rows],
-        "row_consumers": [row["consumer_id"] for row in rows],
-        "row_classes": [row["resource_class_id"] for row in rows],
-        "row_amounts": [row["used"] for row in rows],
-        "provider_ids": sorted(set(found.values())),
-    }
-    result = conn.execute(_CLAIM_NEW_CONSUMERS_PG, params).all()
-    created = result[0].consumers_created if result else None
-    if created != len(requests):
-        # Some consumer exists after all (or no inventory row came back to
-        # say): its generation decides first, as when it is read up front.
-        existing = consumers.get_many(conn, params["consumer_uuids"])
-        for request in requests:
-            stored = existing.get(request.consumer_uuid)
-            rules.check_generation(request, stored.generation if stored else None)
-        if created is not None:
-            raise rules.concurrent_consumer_update(requests[0].consumer_uuid)
-    current = {(row[0], row[1]): (Inventory(*row[2:8]), int(row[8])) for row in result}
-    uuids = {ident: uuid for uuid, ident in found.items()}
-    _check_capacity(current, wanted, uuids, {ident: name for name, ident in class_ids.items()})
-
-
 def replace(
     conn: Connection,
     requests: list[ConsumerAllocations],
@@ -343,11 +252,12 @@ def replace(
     requests = sorted(requests, key=lambda request: request.consumer_uuid)
     consumer_uuids = [request.consumer_uuid for request in requests]
     wanted_providers = sorted({uuid for request in requests for uuid in request.allocations})
+    if conn.dialect.name == "postgresql" and all(map(_is_new_consumer_claim, requests)):
+        fast_classes = _known_classes(conn, requests, standard_classes)
+        if fast_classes is not None and claims_pg.claim(conn, requests, wanted_providers, fast_classes, now, cache):
+            return
     found, current = _resolve_providers(conn, wanted_providers, consumer_uuids)
     class_ids = _resolve_classes(conn, requests, standard_classes)
-    if conn.dialect.name == "postgresql" and not current and all(map(_is_new_consumer_claim, requests)):
-        _claim_new_consumers_pg(conn, requests, found, class_ids, now, cache)
-        return
     new_provider_ids = set(found.values())
     for request in requests:
         _claim_consumer(conn, request, now, cache)
@@ -361,7 +271,7 @@ def replace(
     if rows:
         uuids = {ident: uuid for uuid, ident in found.items()}
         capacity = _capacity_rows(conn, sorted({provider_id for provider_id, _ in wanted}))
-        _check_capacity(capacity, wanted, uuids, {ident: name for name, ident in class_ids.items()})
+        rules.check_capacity(capacity, wanted, uuids, {ident: name for name, ident in class_ids.items()})
         conn.execute(_INSERT, rows)
     changed = (new_provider_ids if rows else set()) | left
     if changed:

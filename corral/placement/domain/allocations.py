@@ -21,6 +21,7 @@ from typing import Any
 
 from corral.core import errors
 from corral.placement.api import errors as codes
+from corral.placement.domain.inventory import Inventory
 
 CONSUMER_GENERATION = (1, 28)
 DICT_ALLOCATIONS = (1, 12)
@@ -109,3 +110,29 @@ def concurrent_consumer_update(consumer_uuid: str) -> errors.Conflict:
         f"consumer generation conflict for consumer {consumer_uuid}: another process changed its allocations",
         code=codes.CONCURRENT_UPDATE,
     )
+
+
+def check_capacity(
+    current: dict[tuple[int, int], tuple[Inventory, int]],
+    wanted: dict[tuple[int, int], list[int]],
+    uuids: dict[int, str],
+    class_names: dict[int, str],
+) -> None:
+    """409 unless every amount fits the inventory, given what is in use: keys are (provider id, class id)."""
+    for key, amounts in sorted(wanted.items()):
+        provider_uuid, rc = uuids[key[0]], class_names[key[1]]
+        if key not in current:
+            raise errors.Conflict(
+                f"Unable to allocate inventory: Inventory for '{rc}' on resource provider '{provider_uuid}' invalid."
+            )
+        inventory, in_use = current[key]
+        if not all(inventory.fits(amount) for amount in amounts):
+            raise errors.Conflict(
+                f"Unable to allocate inventory: Unable to create allocation for '{rc}' on resource provider "
+                f"'{provider_uuid}'. The requested amount would violate inventory constraints."
+            )
+        if in_use + sum(amounts) > inventory.capacity:
+            raise errors.Conflict(
+                f"Unable to allocate inventory: Unable to create allocation for '{rc}' on resource provider "
+                f"'{provider_uuid}'. The requested amount would exceed the capacity."
+            )

@@ -1,0 +1,97 @@
+"""Claims for new consumers (generation null): refusals change nothing, errors come in upstream's order.
+
+On PostgreSQL these claims take their own two-round-trip path; every
+backend must answer them alike.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+
+PROJECT, USER = "proj", "user"
+
+
+@pytest.fixture
+def client(placement):
+    return placement.client("1.39")
+
+
+@pytest.fixture
+def rp(client) -> str:
+    provider = client.post("/resource_providers", json={"name": "cn"}).json()
+    client.put(f"/resource_providers/{provider['uuid']}/inventories", json={
+        "resource_provider_generation": 0,
+        "inventories": {"VCPU": {"total": 4, "max_unit": 2}, "MEMORY_MB": {"total": 1024}},
+    })
+    return provider["uuid"]
+
+
+def _claim(client, rp: str, resources: dict[str, int], consumer: str | None = None):
+    body = {"allocations": {rp: {"resources": resources}}, "project_id": PROJECT, "user_id": USER,
+            "consumer_generation": None, "consumer_type": "INSTANCE"}
+    return client.put(f"/allocations/{consumer or uuid.uuid4()}", json=body)
+
+
+def _state(client, rp: str) -> tuple[int, dict]:
+    generation = client.get(f"/resource_providers/{rp}").json()["generation"]
+    return generation, client.get(f"/resource_providers/{rp}/usages").json()["usages"]
+
+
+def test_a_claim_is_written_and_bumps_the_provider(client, rp) -> None:
+    before, _ = _state(client, rp)
+    consumer = str(uuid.uuid4())
+    assert _claim(client, rp, {"VCPU": 2, "MEMORY_MB": 512}, consumer).status_code == 204
+    after, usages = _state(client, rp)
+    assert after == before + 1
+    assert usages == {"VCPU": 2, "MEMORY_MB": 512}
+    shown = client.get(f"/allocations/{consumer}").json()
+    assert shown["consumer_generation"] == 1 and shown["consumer_type"] == "INSTANCE"
+    assert shown["project_id"] == PROJECT and shown["user_id"] == USER
+
+
+@pytest.mark.parametrize("resources, words", [
+    ({"VCPU": 3}, "would violate inventory constraints"),  # over max_unit
+    ({"MEMORY_MB": 2048}, "would exceed the capacity"),
+    ({"DISK_GB": 1}, "Inventory for 'DISK_GB'"),  # no such inventory here
+])
+def test_a_refused_claim_changes_nothing(client, rp, resources, words) -> None:
+    before = _state(client, rp)
+    consumer = str(uuid.uuid4())
+    refused = _claim(client, rp, resources, consumer)
+    assert refused.status_code == 409
+    assert words in refused.json()["errors"][0]["detail"]
+    assert _state(client, rp) == before
+    assert client.get(f"/allocations/{consumer}").json() == {"allocations": {}}
+
+
+def test_the_last_unit_goes_to_one_claim(client, rp) -> None:
+    assert _claim(client, rp, {"VCPU": 2}).status_code == 204
+    assert _claim(client, rp, {"VCPU": 2}).status_code == 204
+    assert _claim(client, rp, {"VCPU": 1}).status_code == 409
+    assert _state(client, rp)[1]["VCPU"] == 4
+
+
+def test_a_missing_provider_is_reported_before_an_unknown_class(client) -> None:
+    missing = str(uuid.uuid4())
+    answer = _claim(client, missing, {"CUSTOM_NOWHERE": 1})
+    assert answer.status_code == 400
+    assert f"resource provider '{missing}' that does not exist" in answer.json()["errors"][0]["detail"]
+
+
+def test_an_unknown_class_on_a_real_provider_is_400(client, rp) -> None:
+    answer = _claim(client, rp, {"CUSTOM_NOWHERE": 1})
+    assert answer.status_code == 400
+    assert "CUSTOM_NOWHERE" in answer.json()["errors"][0]["detail"]
+
+
+def test_several_new_consumers_in_one_post(client, rp) -> None:
+    a, b = str(uuid.uuid4()), str(uuid.uuid4())
+    section = {"allocations": {rp: {"resources": {"VCPU": 1}}}, "project_id": PROJECT, "user_id": USER,
+               "consumer_generation": None, "consumer_type": "INSTANCE"}
+    assert client.post("/allocations", json={a: section, b: section}).status_code == 204
+    assert _state(client, rp)[1]["VCPU"] == 2
+    refused = client.post("/allocations", json={str(uuid.uuid4()): section, a: section})
+    assert refused.status_code == 409  # a exists: its null generation is stale
+    assert _state(client, rp)[1]["VCPU"] == 2
