@@ -95,3 +95,43 @@ def test_several_new_consumers_in_one_post(client, rp) -> None:
     refused = client.post("/allocations", json={str(uuid.uuid4()): section, a: section})
     assert refused.status_code == 409  # a exists: its null generation is stale
     assert _state(client, rp)[1]["VCPU"] == 2
+
+
+def test_a_lock_timeout_in_the_claim_is_retried_like_any_statement(placement, client, rp) -> None:
+    """The claim's driver-level errors reach the retry loop as SQLAlchemy errors."""
+    import datetime
+    import threading
+
+    import sqlalchemy as sa
+
+    from corral.placement.db import allocations as allocation_db
+    from corral.placement.db import consumers
+    from corral.placement.domain import allocations as rules
+
+    db = placement.state.db
+    if db.backend != "postgresql":
+        pytest.skip("the driver-level claim path is PostgreSQL's")
+    request = rules.consumer_from_body(str(uuid.uuid4()), {
+        "allocations": {rp: {"resources": {"VCPU": 1}}}, "project_id": PROJECT, "user_id": USER,
+        "consumer_generation": None, "consumer_type": "INSTANCE",
+    }, (1, 39), default_project="p", default_user="u")
+    attempts = []
+
+    def work(conn):
+        attempts.append(1)
+        conn.exec_driver_sql("SET LOCAL lock_timeout = '20ms'")
+        allocation_db.replace(conn, [request], placement.state.standard_classes,
+                              datetime.datetime(2026, 1, 1), consumers.IdCache())
+
+    holder = db.engine.connect()
+    transaction = holder.begin()
+    holder.execute(sa.text("SELECT id FROM resource_providers WHERE uuid = :uuid FOR UPDATE"), {"uuid": rp})
+    released = threading.Timer(0.5, transaction.rollback)
+    released.start()
+    try:
+        db.write(work)
+    finally:
+        released.join()
+        holder.close()
+    assert len(attempts) > 1  # timed out on the lock at least once, then retried
+    assert client.get(f"/allocations/{request.consumer_uuid}").json()["allocations"][rp]["resources"] == {"VCPU": 1}

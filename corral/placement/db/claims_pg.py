@@ -1,16 +1,17 @@
-"""PostgreSQL: claims for new consumers in two round trips.
+"""PostgreSQL: claims for new consumers, on the driver's own connection.
 
 The usual claim (``PUT /allocations/{consumer}`` with ``consumer_generation:
-null``) is the hot write of a busy cloud.  On PostgreSQL it is sent on the
-driver's own connection, in one pipeline: ``BEGIN``, a statement that locks
-the providers (lowest id first), and one that creates the consumers,
-inserts the allocations, bumps the providers' generations and returns the
-capacity as it was just before.  PostgreSQL runs the second statement only
-once the first holds its locks, and with a snapshot taken then, so the
+null``) is the hot write of a busy cloud.  On PostgreSQL it takes two
+statements, sent with psycopg directly: one locks the providers (lowest id
+first), one creates the consumers, inserts the allocations, bumps the
+providers' generations and returns the capacity as it was just before.  The
+second statement's snapshot is taken once the first holds its locks, so the
 capacity it returns is current; the check runs on it while the locks are
-held, and any refusal rolls everything back.  ``COMMIT`` is the second
-round trip.  SQLAlchemy is not in the way: building its execution context
-cost as much as the driver's own work.
+held, and any refusal rolls everything back.  SQLAlchemy is not in the way:
+building its execution context cost as much as the driver's own work.
+(Sending both statements in one psycopg pipeline saves a round trip, but
+psycopg then polls the socket while PostgreSQL waits for a lock, and that
+costs more than it saves.)
 
 Consumers that already hold allocations (without a consumer record, which
 only data from elsewhere can have) change nothing here: the caller takes
@@ -19,7 +20,9 @@ the general path for them, in the same transaction.
 
 from __future__ import annotations
 
+import contextlib
 import datetime
+from collections.abc import Iterator
 from typing import Any
 
 import sqlalchemy as sa
@@ -90,10 +93,12 @@ def claim(
 ) -> bool:
     """Write the claims; False (nothing written) when a consumer already holds allocations."""
     params = _params(conn, requests, provider_uuids, class_ids, now, cache)
-    locked, capacity = _run(conn, params)
-    missing = [uuid for uuid in provider_uuids if uuid not in locked]
-    if missing:
-        raise errors.BadRequest(f"Allocation for resource provider '{missing[0]}' that does not exist.")
+    with _driver_errors(conn), conn.connection.driver_connection.cursor() as cursor:
+        locked = {uuid: ident for ident, uuid in cursor.execute(_LOCK, params).fetchall()}
+        missing = [uuid for uuid in provider_uuids if uuid not in locked]
+        if missing:
+            raise errors.BadRequest(f"Allocation for resource provider '{missing[0]}' that does not exist.")
+        capacity = cursor.execute(_CLAIM, params).fetchall()
     if capacity and capacity[0][-1]:
         return False
     created = capacity[0][-2] if capacity else None
@@ -138,17 +143,13 @@ def _params(
     }
 
 
-def _run(conn: Connection, params: dict[str, Any]) -> tuple[dict[str, int], list[tuple]]:
-    """Both statements in one pipeline: (uuid -> id of the locked providers, capacity rows)."""
-    driver = conn.connection.driver_connection
+@contextlib.contextmanager
+def _driver_errors(conn: Connection) -> Iterator[None]:
+    """Raise the driver's errors as SQLAlchemy would, so that retries (deadlocks)
+    and dropping a broken connection work as for any other statement."""
     try:
-        with driver.pipeline():
-            lock = driver.execute(_LOCK, params)
-            capacity = driver.execute(_CLAIM, params)
-        return {uuid: ident for ident, uuid in lock.fetchall()}, capacity.fetchall()
+        yield
     except conn.dialect.loaded_dbapi.Error as error:
-        # As SQLAlchemy would raise it, so that retries (deadlocks) and
-        # dropping a broken connection work as for any other statement.
         invalidated = conn.dialect.is_disconnect(error, conn.connection.dbapi_connection, None)
         if invalidated:
             conn.invalidate(error)
