@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 import sqlalchemy as sa
@@ -105,7 +105,7 @@ def claim(
     if created != len(requests):
         # Some consumer exists after all (or no inventory row came back to
         # say): its generation decides first, as when it is read up front.
-        existing = consumers.get_many(conn, params["consumer_uuids"])
+        existing = consumers.get_many(conn, [request.consumer_uuid for request in requests])
         for request in requests:
             stored = existing.get(request.consumer_uuid)
             rules.check_generation(request, stored.generation if stored else None)
@@ -131,16 +131,31 @@ def _params(
     ]
     return {
         "now": now,
-        "provider_uuids": provider_uuids,
-        "consumer_uuids": [request.consumer_uuid for request in requests],
-        "project_ids": [consumers.project_id(conn, request.project_id, now, cache) for request in requests],
-        "user_ids": [consumers.user_id(conn, request.user_id, now, cache) for request in requests],
-        "type_ids": [consumers.consumer_type_id(conn, request.consumer_type, now, cache) for request in requests],
-        "row_providers": [row[0] for row in rows],
-        "row_consumers": [row[1] for row in rows],
-        "row_classes": [row[2] for row in rows],
-        "row_amounts": [row[3] for row in rows],
+        "provider_uuids": _array(provider_uuids),
+        "consumer_uuids": _array(request.consumer_uuid for request in requests),
+        "project_ids": _array(consumers.project_id(conn, request.project_id, now, cache) for request in requests),
+        "user_ids": _array(consumers.user_id(conn, request.user_id, now, cache) for request in requests),
+        "type_ids": _array(consumers.consumer_type_id(conn, request.consumer_type, now, cache) for request in requests),
+        "row_providers": _array(row[0] for row in rows),
+        "row_consumers": _array(row[1] for row in rows),
+        "row_classes": _array(row[2] for row in rows),
+        "row_amounts": _array(row[3] for row in rows),
     }
+
+
+def _array(values: Iterable[object]) -> str:
+    """A PostgreSQL array literal: None is NULL, anything else is quoted (the statements cast it to the array's type).
+
+    psycopg turns a Python list into an array parameter with several times
+    the work PostgreSQL spends reading this text.
+    """
+    return "{" + ",".join(_element(value) for value in values) + "}"
+
+
+def _element(value: object) -> str:
+    if value is None:
+        return "NULL"
+    return '"' + str(value).replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
 @contextlib.contextmanager
