@@ -220,8 +220,7 @@ class _Connection(asyncio.BufferedProtocol):
                 self._close()
                 return True
             self._broken = "Malformed request: the connection was closed in the middle of a request"
-            if self.phase != "app":
-                self._next()
+            self._next()
         return True  # keep our side open to finish an answer in progress
 
     def connection_lost(self, exc: Exception | None) -> None:
