@@ -23,6 +23,7 @@ from corral.placement.db import topology
 from corral.placement.db.tables import inventories, resource_classes, resource_providers, topology_changes
 from corral.placement.db import topology_cache
 from corral.placement.db.topology_cache import TopologyCache
+from corral.placement.domain.candidates import ClassIndex
 from tests.placement.test_candidates_topology import (
     VERSION,
     candidates,
@@ -261,6 +262,11 @@ def test_a_write_committing_after_a_later_one_began_is_not_missed(placement, wri
     assert answer["provider_summaries"][cn2]["resources"]["VCPU"] == {"capacity": 2, "used": 0}
 
 
+def _limits(index: ClassIndex | None) -> list[float]:
+    assert index is not None
+    return [limit for limit, _rp in index.ordered()]
+
+
 def _normal(snapshot: topology.Topology) -> dict:
     """A snapshot's content, independent of insertion orders."""
     indexes = {}
@@ -269,8 +275,7 @@ def _normal(snapshot: topology.Topology) -> dict:
         assert index is not None
         indexes[rc] = (
             {anchor: sorted(found) for anchor, found in index.by_anchor.items() if found},
-            index.limits,
-            index.limited,
+            index.ordered(),
             sorted(index.special),
         )
     return {
@@ -455,13 +460,13 @@ def test_row_changes_are_made_in_place_and_key_changes_on_copies(placement, writ
     assert second.inventory[vcpu] is rows_before and second.capacities is first.capacities
     assert rows_before[topology_id(placement, cn1)][0] == 8
     # The class index is patched on a copy: the first snapshot's stays as it was.
-    assert first.index_of(vcpu).limits == [4] and second.index_of(vcpu).limits == [8]
+    assert _limits(first.index_of(vcpu)) == [4] and _limits(second.index_of(vcpu)) == [8]
     cn2 = new_provider(writer, "cn2")
     set_inventory(writer, cn2, VCPU=2)
     third = _snapshot(placement, cache)
     assert third.inventory[vcpu] is not rows_before and len(rows_before) == 1
     assert third.capacities is not second.capacities and len(second.capacities) == 1
-    assert third.index_of(vcpu).limits == [2, 8]
+    assert _limits(third.index_of(vcpu)) == [2, 8]
 
 
 def topology_id(placement, uuid: str) -> int:

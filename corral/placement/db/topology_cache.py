@@ -14,8 +14,10 @@ change would cost more than the search.  Where providers come or go from
 a map, the next snapshot gets a copy, so a search iterating the old map
 never sees its keys change.  A search still using the old snapshot may
 therefore see some providers as a later committed write left them, never
-as no committed write did.  Class indexes (sorted lists searched with
-bisect) are never changed in place: they are patched on copies.
+as no committed write did.  Class indexes are never changed in place:
+the next snapshot's shares the old one's sorted lists and names the
+providers whose limits changed since (see ``ClassIndex``), until there
+are enough of them to sort the lists again.
 
 Only positions up to the one read from ``topology_versions`` are applied:
 that value is committed, and positions commit in order (see
@@ -28,7 +30,6 @@ positions; those are applied again later, which changes nothing.
 
 from __future__ import annotations
 
-import bisect
 import operator
 import threading
 from collections.abc import Callable, Iterable
@@ -56,12 +57,18 @@ from corral.placement.db.topology import (
     load,
     sharing_anchors,
 )
-from corral.placement.domain.candidates import SHARING_TRAIT, ClassIndex, InventoryRow
+from corral.placement.domain.candidates import SHARING_TRAIT, ClassIndex, InventoryRow, inventory_limit
 
 # Further behind than this many positions, or with more providers to
 # re-read than this, a snapshot is read whole again.
 MAX_POSITIONS_BEHIND = 1000
 MAX_PROVIDERS_CHANGED = 2000
+# A class index's sorted limits are shared by the snapshots patched from
+# it, which list the providers changed since instead of copying lists of
+# every provider (see ClassIndex).  Sorted again once more than this many
+# have changed, or this share of the class's providers.
+MIN_CHANGED_LIMITS = 256
+CHANGED_LIMITS_SHARE = 64
 
 
 # The statements of a catch-up, built once: positions are parameters.
@@ -442,7 +449,7 @@ class _Patch:
             # (the rows as they were: the inventory maps may have changed in place)
             before = {rp: rows[rp] for rp in changes if rp in rows}
             before.update(self.inventory_before.get(rc, {}))
-            kept[rc] = _patched_index(index, before, changes, old.root_of, fresh.root_of)
+            kept[rc] = _patched_index(index, rows, before, changes, old.root_of, fresh.root_of)
         return kept
 
     # ---------------------------------------------------- traits, aggregates
@@ -526,25 +533,22 @@ def _consistent(
     return not any(providers[m].parent_id in gone for root in roots for m in members_of.get(root, ()))
 
 
-def _limit(row: InventoryRow) -> float:
-    return min(row[0], row[3])
-
-
 def _is_special(row: InventoryRow) -> bool:
     return row[2] != 1 or row[4] != 1
 
 
 def _patched_index(
     index: ClassIndex,
+    rows: dict[int, InventoryRow],
     before: dict[int, InventoryRow],
     changes: dict[int, InventoryRow | None],
     old_root_of: dict[int, int],
     root_of: dict[int, int],
 ) -> ClassIndex:
     """``index`` with ``changes`` (provider -> its new row, None when gone)
-    applied; none of them is a sharing provider."""
+    applied; none of them is a sharing provider.  ``rows``: the class's
+    inventory in the new snapshot."""
     by_anchor = index.by_anchor
-    limits, limited = list(index.limits), list(index.limited)
     copied: set[int] = set()
 
     def anchor_list(root: int) -> list[int]:
@@ -556,6 +560,7 @@ def _patched_index(
             by_anchor[root] = list(by_anchor.get(root, ()))
         return by_anchor[root]
 
+    changed = dict(index.changed)
     special_changed = False
     for rp, row in changes.items():
         old_row = before.get(rp)
@@ -566,17 +571,7 @@ def _patched_index(
                 anchor_list(old_root).remove(rp)
             if new_root is not None:
                 anchor_list(new_root).append(rp)
-        if old_row is not None:
-            value = _limit(old_row)
-            low = bisect.bisect_left(limits, value)
-            at = bisect.bisect_left(limited, rp, low, bisect.bisect_right(limits, value))
-            del limits[at], limited[at]
-        if row is not None:
-            value = _limit(row)
-            low = bisect.bisect_left(limits, value)
-            at = bisect.bisect_left(limited, rp, low, bisect.bisect_right(limits, value))
-            limits.insert(at, value)
-            limited.insert(at, rp)
+        changed[rp] = inventory_limit(row) if row is not None else None
         if (old_row is not None and _is_special(old_row)) != (row is not None and _is_special(row)):
             special_changed = True
     for root in copied:
@@ -586,4 +581,9 @@ def _patched_index(
     if special_changed:
         special = [rp for rp in index.special if rp not in changes]
         special += [rp for rp, row in changes.items() if row is not None and _is_special(row)]
-    return ClassIndex(by_anchor=by_anchor, limits=limits, limited=limited, special=special)
+    limits, limited = index.limits, index.limited
+    if len(changed) > max(MIN_CHANGED_LIMITS, len(rows) // CHANGED_LIMITS_SHARE):
+        # Every search of the class walks the changed limits: sort them in.
+        ordered = sorted((inventory_limit(row), rp) for rp, row in rows.items())
+        limits, limited, changed = [limit for limit, _rp in ordered], [rp for _limit, rp in ordered], {}
+    return ClassIndex(by_anchor=by_anchor, limits=limits, limited=limited, special=special, changed=changed)

@@ -313,6 +313,10 @@ class ClassIndex:
     Built once per topology snapshot and class, so that a search over the
     whole cloud only looks at the providers that cannot give the amount
     asked (few, usually) instead of every provider.
+
+    A later snapshot shares the sorted lists and records the providers
+    whose limit changed since in ``changed``, instead of copying lists of
+    every provider for each change: their entries in the lists are stale.
     """
 
     # anchor root -> providers of the class usable there (its tree's and
@@ -323,6 +327,32 @@ class ClassIndex:
     limited: list[int]
     # providers whose min_unit or step_size is not 1
     special: list[int]
+    # provider -> its limit now (None: it has left the class), where it
+    # differs from what the lists say; never modified
+    changed: dict[int, float | None] = field(default_factory=dict)
+
+    def below(self, amount: float) -> set[int]:
+        """The providers whose limit is under ``amount``."""
+        found = self.limited[: bisect.bisect_left(self.limits, amount)]
+        changed = self.changed
+        if not changed:
+            return set(found)
+        below = {rp for rp in found if rp not in changed}
+        below.update(rp for rp, limit in changed.items() if limit is not None and limit < amount)
+        return below
+
+    def ordered(self) -> list[tuple[float, int]]:
+        """(limit, provider) of every provider of the class, in ascending order."""
+        changed = self.changed
+        pairs = [(limit, rp) for limit, rp in zip(self.limits, self.limited) if rp not in changed]
+        pairs += [(limit, rp) for rp, limit in changed.items() if limit is not None]
+        pairs.sort()
+        return pairs
+
+
+def inventory_limit(row: InventoryRow) -> float:
+    """The most one allocation can take from ``row``: its capacity or max_unit."""
+    return min(row[0], row[3])
 
 
 def class_index(
@@ -340,7 +370,7 @@ def class_index(
             for anchor in anchors_of.get(rp, ()):
                 if anchor != root:
                     by_anchor.setdefault(anchor, []).append(rp)
-    ordered = sorted((min(row[0], row[3]), rp) for rp, row in rows.items())
+    ordered = sorted((inventory_limit(row), rp) for rp, row in rows.items())
     return ClassIndex(
         by_anchor=by_anchor,
         limits=[limit for limit, _rp in ordered],
@@ -353,7 +383,7 @@ def _misfits(index: ClassIndex, rc: int, amount: int, facts: Facts) -> set[int]:
     """Providers of ``rc`` that cannot give ``amount``: too small, unit
     rules, or too much used."""
     rows = facts.inventory[rc]
-    misfits = set(index.limited[: bisect.bisect_left(index.limits, amount)])
+    misfits = index.below(amount)
     for rp in index.special:
         _capacity, _used, min_unit, _max_unit, step = rows[rp]
         if amount < min_unit or amount % step:
