@@ -8,7 +8,7 @@ import pytest
 
 from corral.placement.db import topology_cache
 from corral.placement.db.topology_cache import _patched_index
-from corral.placement.domain.candidates import ClassIndex, InventoryRow, class_index
+from corral.placement.domain.class_index import ClassIndex, InventoryRow, class_index
 
 NO_SHARING: frozenset[int] = frozenset()
 

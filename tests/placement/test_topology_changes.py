@@ -23,7 +23,7 @@ from corral.placement.db import topology
 from corral.placement.db.tables import inventories, resource_classes, resource_providers, topology_changes
 from corral.placement.db import topology_cache
 from corral.placement.db.topology_cache import TopologyCache
-from corral.placement.domain.candidates import ClassIndex
+from corral.placement.domain.class_index import ClassIndex
 from tests.placement.test_candidates_topology import (
     VERSION,
     candidates,

@@ -44,7 +44,8 @@ from corral.placement.db.tables import (
     topology_versions,
     traits,
 )
-from corral.placement.domain.candidates import SHARING_TRAIT, ClassIndex, InventoryRow, class_index
+from corral.placement.domain.candidates import SHARING_TRAIT
+from corral.placement.domain.class_index import ClassIndex, InventoryRow, class_index
 
 _ROW_ID = 1
 # Changes are kept for this many positions; a process further behind reads

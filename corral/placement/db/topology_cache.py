@@ -57,7 +57,8 @@ from corral.placement.db.topology import (
     load,
     sharing_anchors,
 )
-from corral.placement.domain.candidates import SHARING_TRAIT, ClassIndex, InventoryRow, inventory_limit
+from corral.placement.domain.candidates import SHARING_TRAIT
+from corral.placement.domain.class_index import ClassIndex, InventoryRow, inventory_limit
 
 # Further behind than this many positions, or with more providers to
 # re-read than this, a snapshot is read whole again.
