@@ -15,17 +15,11 @@ from typing import Any
 
 import pytest
 
-from corral.baremetal.api.app import build_state, make_app
-from corral.baremetal.db.schema import TREE
-from corral.core import config, migrations
-from corral.core.db import create_engine
-from corral.core.server import ThreadedServer
 from tests.baremetal.agent_support import ImageServer, TestMachine, raw_image
+from tests.baremetal.cluster_support import ConductorCluster
 from tests.baremetal.support import split_uuids, wait_for, wait_for_state
 from tests.baremetal.test_agent import PAYLOAD, enroll, set_image
 from tests.support.databases import DatabaseFactory
-from tests.support.http import ApiClient
-from tests.support.process import CorralProcess, write_config
 
 pytestmark = pytest.mark.slow
 
@@ -55,40 +49,10 @@ def _sections(url: str, host: str) -> dict[str, dict[str, Any]]:
     }
 
 
-class Cluster:
-    def __init__(self, url: str, tmp: Path) -> None:
-        engine = create_engine(url)
-        migrations.upgrade(engine, TREE)
-        engine.dispose()
-        self.processes: dict[str, CorralProcess] = {}
-        for host in HOSTS:
-            config_file = write_config(tmp / f"{host}.conf", _sections(url, host))
-            data_dir = tmp / host
-            data_dir.mkdir()
-            self.processes[host] = CorralProcess(config_file, data_dir, role="conductor",
-                                                 extra_args=["--no-migrate"]).start()
-        conf = config.make_conf(state_path=str(tmp), overrides=_sections(url, "api-host"))
-        self.state = build_state(conf)
-        self.server = ThreadedServer(make_app(conf, self.state)).start()
-        self.url = self.server.url
-        self.client = ApiClient(self.url, {"X-Auth-Token": "admin", "X-OpenStack-Ironic-API-Version": "latest"})
-        wait_for(lambda: self.alive() == set(HOSTS), timeout=60)
-
-    def alive(self) -> set[str]:
-        conductors = self.client.get("/v1/conductors").json()["conductors"]
-        return {conductor["hostname"] for conductor in conductors if conductor["alive"]}
-
-    def stop(self) -> None:
-        self.server.stop()
-        for process in self.processes.values():
-            process.stop()
-        self.state.rpc.close()
-        self.state.db.dispose()
-
-
 @pytest.fixture
-def cluster(backend: str, database_factory: DatabaseFactory, tmp_path: Path) -> Iterator[Cluster]:
-    running = Cluster(database_factory.new_url("bmagent"), tmp_path)
+def cluster(backend: str, database_factory: DatabaseFactory, tmp_path: Path) -> Iterator[ConductorCluster]:
+    url = database_factory.new_url("bmagent")
+    running = ConductorCluster(url, tmp_path, HOSTS, lambda host: _sections(url, host))
     try:
         yield running
     finally:
@@ -112,7 +76,7 @@ def machines() -> Iterator[list[TestMachine]]:
         machine.dispose()
 
 
-def _settled(cluster: Cluster, name: str, state: str, machine: TestMachine) -> dict[str, Any]:
+def _settled(cluster: ConductorCluster, name: str, state: str, machine: TestMachine) -> dict[str, Any]:
     try:
         return wait_for_state(cluster.client, name, state, timeout=AGENT_TIMEOUT)
     except AssertionError as error:
@@ -122,7 +86,7 @@ def _settled(cluster: Cluster, name: str, state: str, machine: TestMachine) -> d
 
 @pytest.mark.backends("postgresql", "mysql")
 def test_two_conductors_deploy_four_nodes_and_take_over_a_waiting_one(
-        cluster: Cluster, images: ImageServer, tmp_path: Path, machines: list[TestMachine]) -> None:
+        cluster: ConductorCluster, images: ImageServer, tmp_path: Path, machines: list[TestMachine]) -> None:
     client = cluster.client
     image = raw_image(PAYLOAD)
     url, sha256 = images.publish("ha.img", image)

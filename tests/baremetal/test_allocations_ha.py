@@ -18,19 +18,14 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
-from corral.baremetal.api.app import build_state, make_app
 from corral.baremetal.conductor.jsonrpc import Client
 from corral.baremetal.db import allocations as allocation_db
 from corral.baremetal.db import conductors as conductor_db
 from corral.baremetal.db import nodes as node_db
-from corral.baremetal.db.schema import TREE
 from corral.baremetal.db.tables import allocations, nodes
-from corral.core import config, migrations
-from corral.core.db import Database, create_engine
-from corral.core.server import ThreadedServer
+from corral.core.db import Database
+from tests.baremetal.cluster_support import ConductorCluster
 from tests.baremetal.support import wait_for
-from tests.support.http import ApiClient
-from tests.support.process import CorralProcess, write_config
 
 HEARTBEAT_TIMEOUT = 3
 
@@ -56,30 +51,15 @@ def _sections(url: str, host: str) -> dict[str, dict[str, Any]]:
     }
 
 
-class Cluster:
-    """A migrated database, three conductor processes and an API in this process."""
+class Cluster(ConductorCluster):
+    """Three conductor processes, an API in this process, and direct access to the database."""
 
     def __init__(self, url: str, tmp: Path) -> None:
-        engine = create_engine(url)
-        migrations.upgrade(engine, TREE)
-        engine.dispose()
+        api_sections = _sections(url, "api-host")
+        api_sections["corral_database"] = {"max_pool_size": 4, "max_overflow": 4}
+        super().__init__(url, tmp, [f"cond-{index}" for index in range(3)], lambda host: _sections(url, host),
+                         api_sections=api_sections, api_version="1.52")
         self.db = Database.from_url(url, pool_size=2, max_overflow=2)
-        self.conductors: dict[str, CorralProcess] = {}
-        for index in range(3):
-            host = f"cond-{index}"
-            config_file = write_config(tmp / f"{host}.conf", _sections(url, host))
-            data_dir = tmp / host
-            data_dir.mkdir()
-            self.conductors[host] = CorralProcess(config_file, data_dir, role="conductor",
-                                                  extra_args=["--no-migrate"]).start()
-        wait_for(lambda: len(self.live()) == 3, timeout=60)
-        api_overrides = _sections(url, "api-host")
-        api_overrides["corral_database"] = {"max_pool_size": 4, "max_overflow": 4}
-        self.conf = config.make_conf(state_path=str(tmp), overrides=api_overrides)
-        self.state = build_state(self.conf)
-        self.server = ThreadedServer(make_app(self.conf, self.state)).start()
-        headers = {"X-Auth-Token": "admin", "X-OpenStack-Ironic-API-Version": "1.52"}
-        self.client = ApiClient(self.server.url, headers)
 
     def live(self) -> list[dict[str, Any]]:
         with self.db.read() as conn:
@@ -110,10 +90,7 @@ class Cluster:
         return wait_for(check, timeout=timeout, interval=0.2)
 
     def stop(self) -> None:
-        self.server.stop()
-        with concurrent.futures.ThreadPoolExecutor(max_workers=3) as pool:
-            list(pool.map(CorralProcess.stop, self.conductors.values()))
-        self.state.db.dispose()
+        super().stop()
         self.db.dispose()
 
 
@@ -189,7 +166,7 @@ def test_allocations_of_a_killed_conductor_are_taken_over(cluster: Cluster) -> N
                         traits=[])["id"]
             for index in range(5)
         ]
-        cluster.conductors["cond-0"].kill()
+        cluster.processes["cond-0"].kill()
         pending = cluster.allocations()
         assert [item["state"] for item in pending] == ["allocating"] * 5
         assert {item["conductor_affinity"] for item in pending} == {victim["id"]}

@@ -17,16 +17,10 @@ from typing import Any
 
 import pytest
 
-from corral.baremetal.api.app import build_state, make_app
 from corral.baremetal.db import nodes as node_db
-from corral.baremetal.db.schema import TREE
-from corral.core import config, migrations
-from corral.core.db import create_engine
-from corral.core.server import ThreadedServer
+from tests.baremetal.cluster_support import ConductorCluster
 from tests.baremetal.support import wait_for, wait_for_state
 from tests.support.databases import DatabaseFactory
-from tests.support.http import ApiClient
-from tests.support.process import CorralProcess, write_config
 
 HOSTS = ("cond-left", "cond-right")
 
@@ -43,31 +37,9 @@ def _sections(url: str, host: str) -> dict[str, dict[str, Any]]:
     }
 
 
-class Pair:
+class Pair(ConductorCluster):
     def __init__(self, url: str, tmp: Path) -> None:
-        engine = create_engine(url)
-        migrations.upgrade(engine, TREE)
-        engine.dispose()
-        self.processes: dict[str, CorralProcess] = {}
-        conf = config.make_conf(state_path=str(tmp), overrides=_sections(url, "api-host"))
-        self.state = build_state(conf)
-        self.server = ThreadedServer(make_app(conf, self.state)).start()
-        self.client = ApiClient(self.server.url, {"X-Auth-Token": "admin",
-                                                  "X-OpenStack-Ironic-API-Version": "latest"})
-        try:
-            for host in HOSTS:
-                config_file = write_config(tmp / f"{host}.conf", _sections(url, host))
-                (tmp / host).mkdir()
-                self.processes[host] = CorralProcess(config_file, tmp / host, role="conductor",
-                                                     extra_args=["--no-migrate"]).start()
-            wait_for(lambda: self.alive() == set(HOSTS), timeout=60)
-        except BaseException:
-            self.stop()
-            raise
-
-    def alive(self) -> set[str]:
-        conductors = self.client.get("/v1/conductors").json()["conductors"]
-        return {conductor["hostname"] for conductor in conductors if conductor["alive"]}
+        super().__init__(url, tmp, HOSTS, lambda host: _sections(url, host))
 
     def add_available_nodes(self, count: int) -> None:
         def insert(conn: Any) -> None:
@@ -85,13 +57,6 @@ class Pair:
         process.kill()
         assert process.process is not None
         process.process.wait(timeout=30)
-
-    def stop(self) -> None:
-        self.server.stop()
-        for process in self.processes.values():
-            process.stop()
-        self.state.rpc.close()
-        self.state.db.dispose()
 
 
 @pytest.fixture

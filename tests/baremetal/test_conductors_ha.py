@@ -16,15 +16,9 @@ from typing import Any
 
 import pytest
 
-from corral.baremetal.api.app import build_state, make_app
-from corral.baremetal.db.schema import TREE
-from corral.core import config, migrations
-from corral.core.db import create_engine
-from corral.core.server import ThreadedServer
+from tests.baremetal.cluster_support import ConductorCluster
 from tests.baremetal.support import split_uuids, wait_for, wait_for_state
 from tests.support.databases import DatabaseFactory
-from tests.support.http import ApiClient
-from tests.support.process import CorralProcess, write_config
 
 HEARTBEAT_TIMEOUT = 3
 
@@ -47,41 +41,15 @@ def _sections(url: str, host: str, **fake: Any) -> dict[str, dict[str, Any]]:
     }
 
 
-class TwoConductors:
-    def __init__(self, url: str, tmp: Path) -> None:
-        engine = create_engine(url)
-        migrations.upgrade(engine, TREE)
-        engine.dispose()
-        self.processes: dict[str, CorralProcess] = {}
-        # cond-slow takes 60 s per BIOS step: its cleaning is still running when it is killed.
-        for host, fake in (("cond-fast", {}), ("cond-slow", {"bios_delay": 60})):
-            config_file = write_config(tmp / f"{host}.conf", _sections(url, host, **fake))
-            data_dir = tmp / host
-            data_dir.mkdir()
-            self.processes[host] = CorralProcess(config_file, data_dir, role="conductor",
-                                                 extra_args=["--no-migrate"]).start()
-        conf = config.make_conf(state_path=str(tmp), overrides=_sections(url, "api-host"))
-        self.state = build_state(conf)
-        self.server = ThreadedServer(make_app(conf, self.state)).start()
-        self.client = ApiClient(self.server.url, {"X-Auth-Token": "admin",
-                                                  "X-OpenStack-Ironic-API-Version": "latest"})
-        wait_for(lambda: self.alive() == {"cond-fast", "cond-slow"}, timeout=60)
-
-    def alive(self) -> set[str]:
-        conductors = self.client.get("/v1/conductors").json()["conductors"]
-        return {conductor["hostname"] for conductor in conductors if conductor["alive"]}
-
-    def stop(self) -> None:
-        self.server.stop()
-        for process in self.processes.values():
-            process.stop()
-        self.state.rpc.close()
-        self.state.db.dispose()
+def _cluster(url: str, tmp: Path) -> ConductorCluster:
+    # cond-slow takes 60 s per BIOS step: its cleaning is still running when it is killed.
+    fakes = {"cond-fast": {}, "cond-slow": {"bios_delay": 60}}
+    return ConductorCluster(url, tmp, list(fakes), lambda host: _sections(url, host, **fakes.get(host, {})))
 
 
 @pytest.fixture
-def cluster(backend: str, database_factory: DatabaseFactory, tmp_path: Path) -> Iterator[TwoConductors]:
-    running = TwoConductors(database_factory.new_url("bmha"), tmp_path)
+def cluster(backend: str, database_factory: DatabaseFactory, tmp_path: Path) -> Iterator[ConductorCluster]:
+    running = _cluster(database_factory.new_url("bmha"), tmp_path)
     try:
         yield running
     finally:
@@ -89,7 +57,7 @@ def cluster(backend: str, database_factory: DatabaseFactory, tmp_path: Path) -> 
 
 
 @pytest.mark.backends("postgresql")
-def test_nodes_spread_and_move_when_a_conductor_dies(cluster: TwoConductors) -> None:
+def test_nodes_spread_and_move_when_a_conductor_dies(cluster: ConductorCluster) -> None:
     client = cluster.client
     uuids = []
     for index, node_uuid in enumerate(split_uuids(("cond-fast", "cond-slow"), 12)):

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import pytest
 
+from tests.baremetal.cluster_support import ConductorCluster
 from tests.baremetal.support import faultstring, split_uuids
-from tests.baremetal.test_conductors_ha import TwoConductors, cluster  # noqa: F401 - the fixture
+from tests.baremetal.test_conductors_ha import cluster  # noqa: F401 - the fixture
 
 
 @pytest.mark.backends("postgresql")
-def test_port_and_vif_work_over_json_rpc(cluster: TwoConductors) -> None:  # noqa: F811 - the fixture
+def test_port_and_vif_work_over_json_rpc(cluster: ConductorCluster) -> None:  # noqa: F811 - the fixture
     client = cluster.client
     nodes = []
     for index, node_uuid in enumerate(split_uuids(("cond-fast", "cond-slow"), 4)):
