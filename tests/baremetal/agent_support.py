@@ -14,12 +14,15 @@ import functools
 import hashlib
 import http.server
 import os
+import shutil
 import signal
 import subprocess
 import sys
 import threading
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from corral.core.server import free_port
 
@@ -39,6 +42,29 @@ exec /usr/sbin/ip "$@"
 
 
 ENTRY_POINT_NAME = "corral_test_machine"
+# What a test machine needs of the host: loop devices, and the disk tools
+# the agent runs on them.
+_MACHINE_TOOLS = ("losetup", "lsblk", "blkid", "parted")
+
+
+def machine_unavailable_reason() -> str | None:
+    """Why no test machine can run here, or None."""
+    if os.geteuid() != 0:
+        return "test machines need root (their disks are loop devices)"
+    missing = [tool for tool in _MACHINE_TOOLS if shutil.which(tool) is None]
+    if missing:
+        return f"test machines need {', '.join(missing)} (Debian: apt-get install parted util-linux)"
+    return None
+
+
+def require_machines() -> None:
+    """Skip the test where no test machine can run, or fail under
+    CORRAL_TEST_REQUIRE_BACKENDS=1 (as CI sets)."""
+    reason = machine_unavailable_reason()
+    if reason is not None:
+        if os.environ.get("CORRAL_TEST_REQUIRE_BACKENDS") == "1":
+            pytest.fail(reason)
+        pytest.skip(reason)
 
 
 def install_entry_point(site_dir: Path) -> None:
@@ -93,6 +119,7 @@ class TestMachine:
     __test__ = False  # not a test class
 
     def __init__(self, root: Path, name: str, mac: str, *, disk_fill: bytes = b"\xaa") -> None:
+        require_machines()
         self.name = name
         self.mac = mac
         self.root = root / name
