@@ -58,7 +58,7 @@ from corral.placement.db.topology import (
     sharing_anchors,
 )
 from corral.placement.domain.candidates import SHARING_TRAIT
-from corral.placement.domain.class_index import ClassIndex, InventoryRow, inventory_limit
+from corral.placement.domain.class_index import ClassIndex, InventoryRow, inventory_limit, is_special, sorted_limits
 
 # Further behind than this many positions, or with more providers to
 # re-read than this, a snapshot is read whole again.
@@ -534,10 +534,6 @@ def _consistent(
     return not any(providers[m].parent_id in gone for root in roots for m in members_of.get(root, ()))
 
 
-def _is_special(row: InventoryRow) -> bool:
-    return row[2] != 1 or row[4] != 1
-
-
 def _patched_index(
     index: ClassIndex,
     rows: dict[int, InventoryRow],
@@ -573,7 +569,7 @@ def _patched_index(
             if new_root is not None:
                 anchor_list(new_root).append(rp)
         changed[rp] = inventory_limit(row) if row is not None else None
-        if (old_row is not None and _is_special(old_row)) != (row is not None and _is_special(row)):
+        if (old_row is not None and is_special(old_row)) != (row is not None and is_special(row)):
             special_changed = True
     for root in copied:
         if not by_anchor[root]:
@@ -581,10 +577,10 @@ def _patched_index(
     special = index.special
     if special_changed:
         special = [rp for rp in index.special if rp not in changes]
-        special += [rp for rp, row in changes.items() if row is not None and _is_special(row)]
+        special += [rp for rp, row in changes.items() if row is not None and is_special(row)]
     limits, limited = index.limits, index.limited
     if len(changed) > max(MIN_CHANGED_LIMITS, len(rows) // CHANGED_LIMITS_SHARE):
         # Every search of the class walks the changed limits: sort them in.
-        ordered = sorted((inventory_limit(row), rp) for rp, row in rows.items())
-        limits, limited, changed = [limit for limit, _rp in ordered], [rp for _limit, rp in ordered], {}
+        limits, limited = sorted_limits(rows)
+        changed = {}
     return ClassIndex(by_anchor=by_anchor, limits=limits, limited=limited, special=special, changed=changed)

@@ -62,6 +62,17 @@ def inventory_limit(row: InventoryRow) -> float:
     return min(row[0], row[3])
 
 
+def is_special(row: InventoryRow) -> bool:
+    """Whether ``row``'s min_unit or step_size rules out some amounts below its limit."""
+    return row[2] != 1 or row[4] != 1
+
+
+def sorted_limits(rows: dict[int, InventoryRow]) -> tuple[list[float], list[int]]:
+    """The limits of ``rows`` in ascending order, and their providers in that order."""
+    ordered = sorted((inventory_limit(row), rp) for rp, row in rows.items())
+    return [limit for limit, _rp in ordered], [rp for _limit, rp in ordered]
+
+
 def class_index(
     rows: dict[int, InventoryRow], root_of: dict[int, int], sharing: frozenset[int], anchors_of: dict[int, frozenset[int]]
 ) -> ClassIndex:
@@ -77,10 +88,6 @@ def class_index(
             for anchor in anchors_of.get(rp, ()):
                 if anchor != root:
                     by_anchor.setdefault(anchor, []).append(rp)
-    ordered = sorted((inventory_limit(row), rp) for rp, row in rows.items())
-    return ClassIndex(
-        by_anchor=by_anchor,
-        limits=[limit for limit, _rp in ordered],
-        limited=[rp for _limit, rp in ordered],
-        special=[rp for rp, row in rows.items() if row[2] != 1 or row[4] != 1],
-    )
+    limits, limited = sorted_limits(rows)
+    special = [rp for rp, row in rows.items() if is_special(row)]
+    return ClassIndex(by_anchor=by_anchor, limits=limits, limited=limited, special=special)
