@@ -9,8 +9,12 @@ from __future__ import annotations
 import uuid
 
 import pytest
+import sqlalchemy as sa
+
+from corral.placement.db.claims_pg import _array
 
 PROJECT, USER = "proj", "user"
+UUID_LIKE = "4e8e5957-649f-477b-9e5b-f1f75b21c03c"
 
 
 @pytest.fixture
@@ -138,10 +142,6 @@ def test_a_lock_timeout_in_the_claim_is_retried_like_any_statement(placement, cl
 
 
 def test_array_literals_read_back_as_the_values_given(placement) -> None:
-    import sqlalchemy as sa
-
-    from corral.placement.db.claims_pg import _array
-
     texts = ['a"b', "c\\d", "x,y", "{z}", " spaced ", "NULL", "", UUID_LIKE]
     assert _array([1, None, 256]) == '{"1",NULL,"256"}'
     if placement.state.db.backend != "postgresql":
@@ -150,6 +150,3 @@ def test_array_literals_read_back_as_the_values_given(placement) -> None:
         row = conn.execute(sa.text("SELECT CAST(:t AS varchar[]), CAST(:i AS integer[]), CAST(:e AS integer[])"),
                            {"t": _array(texts), "i": _array([1, None, 2**31 - 1]), "e": _array([])}).one()
     assert list(row) == [texts, [1, None, 2**31 - 1], []]
-
-
-UUID_LIKE = "4e8e5957-649f-477b-9e5b-f1f75b21c03c"
