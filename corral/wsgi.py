@@ -42,6 +42,10 @@ def compute() -> Any:
     return core_wsgi.service_app(_conf(), "compute")
 
 
+def image() -> Any:
+    return core_wsgi.service_app(_conf(), "image")
+
+
 _APPLICATION: Any = None
 
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -95,6 +96,10 @@ class HttpService:
     # Refuse JSON integers beyond 64 bits (which orjson would round to
     # floats), for services that store documents as sent.
     exact_json_integers: bool = True
+    # (METHOD, path regex) of requests whose bodies are data the handler
+    # streams (image uploads): neither the body size limit nor the JSON
+    # checks apply to them, and nothing reads them before the handler.
+    streamed_bodies: tuple[tuple[str, str], ...] = ()
     options: dict[str, Any] = field(default_factory=dict)
 
 
@@ -144,6 +149,10 @@ class _Middleware:
         # does), so unknown paths need a token too; only these are open.
         self._public_paths = public_paths
         self._public_prefixes = public_prefixes
+        self._streamed = [(method, re.compile(pattern)) for method, pattern in service.streamed_bodies]
+
+    def _streams_body(self, req: falcon.Request) -> bool:
+        return any(req.method == method and pattern.fullmatch(req.path) for method, pattern in self._streamed)
 
     def process_request(self, req: falcon.Request, resp: falcon.Response) -> None:
         incoming = req.get_header("X-OpenStack-Request-Id")
@@ -160,7 +169,8 @@ class _Middleware:
             self._public_prefixes and req.path.startswith(self._public_prefixes)
         ):
             service.authenticate(req)
-        edge.check_length(req, service.max_body_size)
+        if not self._streamed or not self._streams_body(req):
+            edge.check_length(req, service.max_body_size)
 
     def process_resource(self, req: falcon.Request, resp: falcon.Response, resource: Any, params: Any) -> None:
         # Only for requests a handler will serve: an unknown path or method
@@ -168,6 +178,8 @@ class _Middleware:
         if resource is None or not hasattr(resource, f"on_{req.method.lower()}"):
             return
         edge.check_request(req)
+        if self._streamed and self._streams_body(req):
+            return
         edge.check_body(req, self._service.max_body_size, exact_integers=self._service.exact_json_integers)
 
     def process_response(

@@ -39,6 +39,7 @@ SERVICE_MODULES: dict[str, str] = {
     "placement": "corral.placement.service",
     "compute": "corral.compute.service",
     "baremetal": "corral.baremetal.service",
+    "image": "corral.image.service",
 }
 
 

@@ -129,6 +129,7 @@ CATALOG_OPTS = [
     cfg.StrOpt("placement_url", help="Endpoint of Placement, overriding <public_url>/placement."),
     cfg.StrOpt("baremetal_url", help="Endpoint of Bare Metal, overriding <public_url>/baremetal."),
     cfg.StrOpt("compute_url", help="Endpoint of Compute, overriding <public_url>/compute/v2.1."),
+    cfg.StrOpt("image_url", help="Endpoint of Image, overriding <public_url>/image."),
 ]
 
 BOOTSTRAP_OPTS = [

@@ -114,7 +114,7 @@ def test_healthcheck_reports_every_part(data_dir: Path, tmp_path: Path) -> None:
         assert report["status"] == "ok"
         assert {part["name"] for part in report["parts"]} == {
             "placement.database", "compute.api_database", "compute.cell0", "compute.cell1",
-            "baremetal.database", "baremetal.conductors", "identity.database",
+            "baremetal.database", "baremetal.conductors", "identity.database", "image.database",
         }
         assert all(part["status"] == "ok" for part in report["parts"])
     finally:

@@ -90,7 +90,7 @@ def test_openstack_cli_with_the_written_clouds_yaml(cloud: Cloud) -> None:
     token = cloud.osc("token", "issue")
     assert token["project_id"] and token["user_id"] and token["id"]
     catalog = {row["Type"] for row in cloud.osc("catalog", "list")}
-    assert catalog == {"identity", "placement", "baremetal", "compute"}
+    assert catalog == {"identity", "placement", "baremetal", "compute", "image"}
     # The compute service reports its host to Placement through a service token of its own:
     # the provider first, then its inventory (a boot before that finds no host).
     deadline = time.monotonic() + 60

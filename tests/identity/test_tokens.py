@@ -55,7 +55,7 @@ def test_project_token_has_keystones_shape(identity: IdentityServer) -> None:
     assert all(len(role["id"]) == 32 for role in body["roles"])
     assert body["expires_at"].endswith(".000000Z") and body["issued_at"].endswith(".000000Z")
     assert len(body["audit_ids"]) == 1 and len(body["audit_ids"][0]) == 22
-    assert {entry["type"] for entry in body["catalog"]} == {"identity", "placement", "baremetal", "compute"}
+    assert {entry["type"] for entry in body["catalog"]} == {"identity", "placement", "baremetal", "compute", "image"}
 
 
 def test_scopes_system_domain_unscoped_and_default_project(identity: IdentityServer) -> None:
@@ -245,6 +245,7 @@ def test_catalog_urls_come_from_the_configuration(identity: IdentityServer) -> N
         "placement": "https://cloud.example.com/placement",
         "baremetal": "https://metal.example.com:6385",
         "compute": "https://cloud.example.com/compute/v2.1",
+        "image": "https://cloud.example.com/image",
     }
     assert all(endpoint["region"] == "RegionOne" for entry in body["catalog"] for endpoint in entry["endpoints"])
 

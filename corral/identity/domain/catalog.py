@@ -42,6 +42,7 @@ SERVICES = (
     CatalogService("placement", "placement", "/placement", "placement_url"),
     CatalogService("baremetal", "ironic", "/baremetal", "baremetal_url"),
     CatalogService("compute", "nova", "/compute/v2.1", "compute_url"),
+    CatalogService("image", "glance", "/image", "image_url"),
 )
 
 

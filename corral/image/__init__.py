@@ -1,0 +1,1 @@
+"""Image: images and their data, wire-compatible with OpenStack Glance (Image API v2)."""

@@ -1,0 +1,282 @@
+"""Images, their properties and tags: lookups and writes.
+
+An image comes back as a dict of its row with ``properties`` (a dict) and
+``tags`` (a list in the order they were added).  Every change to an image
+row is a compare-and-set on ``generation``.
+"""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+
+from corral.image.db.tables import image_members, image_properties, image_tags, images
+from corral.image.domain.images import now
+from corral.image.domain.listing import ListQuery, Viewer
+
+
+def get(conn: Connection, image_id: str, *, deleted: bool = False) -> dict[str, Any] | None:
+    """The image (with properties and tags), or None; deleted images only when asked."""
+    # SELECT * FROM images WHERE id = :id [AND NOT deleted]
+    query = sa.select(images).where(images.c.id == image_id)
+    if not deleted:
+        query = query.where(images.c.deleted.is_(False))
+    row = conn.execute(query).first()
+    if row is None:
+        return None
+    (image,) = with_extras(conn, [dict(row._mapping)])
+    return image
+
+
+def exists(conn: Connection, image_id: str) -> bool:
+    """Whether the id was ever used (deleted images included)."""
+    # SELECT 1 FROM images WHERE id = :id
+    return conn.execute(sa.select(sa.literal(1)).where(images.c.id == image_id)).first() is not None
+
+
+def with_extras(conn: Connection, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``rows`` with their properties and tags, read in two statements for all of them."""
+    if not rows:
+        return rows
+    ids = [row["id"] for row in rows]
+    properties: dict[str, dict[str, str]] = {image_id: {} for image_id in ids}
+    tags: dict[str, list[str]] = {image_id: [] for image_id in ids}
+    # SELECT image_id, name, value FROM image_properties WHERE image_id IN (:ids) ORDER BY image_id, name
+    for image_id, name, value in conn.execute(
+            sa.select(image_properties.c.image_id, image_properties.c.name, image_properties.c.value)
+            .where(image_properties.c.image_id.in_(ids))
+            .order_by(image_properties.c.image_id, image_properties.c.name)):
+        properties[image_id][name] = value
+    # SELECT image_id, value FROM image_tags WHERE image_id IN (:ids) ORDER BY id
+    for image_id, value in conn.execute(
+            sa.select(image_tags.c.image_id, image_tags.c.value)
+            .where(image_tags.c.image_id.in_(ids)).order_by(image_tags.c.id)):
+        tags[image_id].append(value)
+    for row in rows:
+        row["properties"] = properties[row["id"]]
+        row["tags"] = tags[row["id"]]
+    return rows
+
+
+def insert(conn: Connection, row: Mapping[str, Any], properties: Mapping[str, str], tags: Iterable[str]) -> None:
+    # INSERT INTO images (...) VALUES (...); INSERT INTO image_properties ...; INSERT INTO image_tags ...
+    conn.execute(images.insert().values(**row, generation=1, deleted=False))
+    _write_extras(conn, row["id"], properties, tags)
+
+
+def _write_extras(conn: Connection, image_id: str, properties: Mapping[str, str] | None,
+                  tags: Iterable[str] | None) -> None:
+    if properties is not None:
+        # DELETE FROM image_properties WHERE image_id = :id; INSERT INTO image_properties ...
+        conn.execute(image_properties.delete().where(image_properties.c.image_id == image_id))
+        if properties:
+            conn.execute(image_properties.insert(),
+                         [{"image_id": image_id, "name": name, "value": value} for name, value in properties.items()])
+    if tags is not None:
+        # DELETE FROM image_tags WHERE image_id = :id; INSERT INTO image_tags ...
+        conn.execute(image_tags.delete().where(image_tags.c.image_id == image_id))
+        rows = [{"image_id": image_id, "value": tag} for tag in dict.fromkeys(tags)]
+        if rows:
+            conn.execute(image_tags.insert(), rows)
+
+
+def update(conn: Connection, image: Mapping[str, Any], values: Mapping[str, Any], *,
+           properties: Mapping[str, str] | None = None, tags: Iterable[str] | None = None,
+           status: str | None = None) -> bool:
+    """Change the image if nobody changed it since ``image`` was read (and, given ``status``, it is in it)."""
+    # UPDATE images SET ..., generation = generation + 1, updated_at = :now
+    #  WHERE id = :id AND generation = :seen AND NOT deleted [AND status = :status]
+    query = (images.update()
+             .where(images.c.id == image["id"], images.c.generation == image["generation"],
+                    images.c.deleted.is_(False))
+             .values(**values, generation=images.c.generation + 1, updated_at=values.get("updated_at", now())))
+    if status is not None:
+        query = query.where(images.c.status == status)
+    if conn.execute(query).rowcount != 1:
+        return False
+    _write_extras(conn, image["id"], properties, tags)
+    return True
+
+
+def mark_deleted(conn: Connection, image: Mapping[str, Any]) -> bool:
+    """Delete the image (its row stays, so the id is never used again); False if it changed meanwhile."""
+    moment = now()
+    # UPDATE images SET status = 'deleted', deleted = TRUE, deleted_at = :now, location = NULL, ...
+    #  WHERE id = :id AND generation = :seen AND NOT deleted
+    changed = conn.execute(
+        images.update()
+        .where(images.c.id == image["id"], images.c.generation == image["generation"], images.c.deleted.is_(False))
+        .values(status="deleted", deleted=True, deleted_at=moment, updated_at=moment, location=None,
+                lease_token=None, lease_expires=None, generation=images.c.generation + 1)).rowcount
+    if changed != 1:
+        return False
+    _write_extras(conn, image["id"], {}, [])
+    # DELETE FROM image_members WHERE image_id = :id
+    conn.execute(image_members.delete().where(image_members.c.image_id == image["id"]))
+    return True
+
+
+# ------------------------------------------------------------------ lists
+
+
+def _visible(viewer: Viewer, member_status: str) -> Any:
+    """Images a non-admin viewer sees: public, community, its own, and shared with it."""
+    conditions = [images.c.visibility.in_(("public", "community"))]
+    if viewer.project_id is not None:
+        membership = sa.select(image_members.c.image_id).where(
+            image_members.c.image_id == images.c.id, image_members.c.member == viewer.project_id)
+        if member_status != "all":
+            membership = membership.where(image_members.c.status == member_status)
+        conditions += [images.c.owner == viewer.project_id,
+                       sa.and_(images.c.visibility == "shared", membership.exists())]
+    return sa.or_(*conditions)
+
+
+def _sort_column(name: str) -> Any:
+    """Sort columns without NULLs, so that every backend orders them alike and markers compare."""
+    column = images.c[name]
+    if name in ("size", "virtual_size"):
+        return sa.func.coalesce(column, -1)
+    if name in ("name", "container_format", "disk_format"):
+        return sa.func.coalesce(column, "")
+    return column
+
+
+def _sort_value(name: str, value: Any) -> Any:
+    if value is None:
+        return -1 if name in ("size", "virtual_size") else ""
+    return value
+
+
+def _after(sort: list[tuple[str, str]], marker: Mapping[str, Any]) -> Any:
+    """Rows after ``marker`` in the (mixed-direction) sort order."""
+    alternatives = []
+    for index, (name, direction) in enumerate(sort):
+        ties = [_sort_column(key) == _sort_value(key, marker[key]) for key, _ in sort[:index]]
+        column, value = _sort_column(name), _sort_value(name, marker[name])
+        alternatives.append(sa.and_(*ties, column > value if direction == "asc" else column < value))
+    return sa.or_(*alternatives)
+
+
+def _compare(column: Any, operator: str, value: Any) -> Any:
+    return {"gt": column > value, "gte": column >= value, "lt": column < value, "lte": column <= value,
+            "neq": column != value, "eq": column == value}[operator]
+
+
+def _filter_conditions(query: ListQuery) -> list[Any]:
+    conditions = []
+    for name, value in query.exact.items():
+        column = images.c[name]
+        if isinstance(column.type, (sa.Integer, sa.BigInteger)) and not isinstance(value, int):
+            try:
+                value = int(value)
+            except ValueError:
+                conditions.append(sa.false())
+                continue
+        conditions.append(column == value)
+    for name, values in query.one_of.items():
+        conditions.append(images.c[name].in_(values))
+    for name, operator, value in query.compare:
+        conditions.append(_compare(images.c[name], operator, value))
+    for tag in query.tags:
+        conditions.append(sa.select(image_tags.c.id).where(
+            image_tags.c.image_id == images.c.id, image_tags.c.value == tag).exists())
+    for name, value in query.properties.items():
+        conditions.append(sa.select(image_properties.c.name).where(
+            image_properties.c.image_id == images.c.id, image_properties.c.name == name,
+            image_properties.c.value == value).exists())
+    return conditions
+
+
+def list_page(conn: Connection, query: ListQuery, viewer: Viewer,
+              marker: Mapping[str, Any] | None) -> list[dict[str, Any]]:
+    """One page of the images ``viewer`` sees that match ``query``, after ``marker``."""
+    # SELECT * FROM images WHERE NOT deleted AND status != 'killed' AND <visible> AND <filters>
+    #   [AND <after marker>] ORDER BY <sort>, created_at, id LIMIT :limit
+    conditions = [images.c.deleted.is_(False), images.c.status != "killed", *_filter_conditions(query)]
+    if not viewer.is_admin:
+        conditions.append(_visible(viewer, query.member_status))
+    if query.visibility is not None:
+        if query.visibility != "all":
+            conditions.append(images.c.visibility == query.visibility)
+    elif viewer.project_id is None:
+        conditions.append(images.c.visibility != "community")
+    else:
+        # Community images are listed by default only to their owner.
+        conditions.append(sa.or_(images.c.owner == viewer.project_id, images.c.visibility != "community"))
+    if marker is not None:
+        conditions.append(_after(query.sort, marker))
+    order = [_sort_column(name).asc() if direction == "asc" else _sort_column(name).desc()
+             for name, direction in query.sort]
+    select = sa.select(images).where(*conditions).order_by(*order).limit(query.limit)
+    return with_extras(conn, [dict(row._mapping) for row in conn.execute(select)])
+
+
+# --------------------------------------------------------------- quotas
+
+
+def owner_usage(conn: Connection, owner: str) -> dict[str, int]:
+    """What a project's images count against its limits, in one statement."""
+    busy = images.c.status.in_(("saving", "uploading", "importing"))
+    # SELECT count(*), sum(size) FILTER (stored), sum(staged_size), count(*) FILTER (busy) FROM images
+    #  WHERE owner = :owner AND NOT deleted
+    stored = sa.case((images.c.location.is_not(None), images.c.size), else_=0)
+    row = conn.execute(
+        sa.select(sa.func.count(),
+                  sa.func.coalesce(sa.func.sum(stored), 0),
+                  sa.func.coalesce(sa.func.sum(images.c.staged_size), 0),
+                  sa.func.coalesce(sa.func.sum(sa.case((busy, 1), else_=0)), 0))
+        .where(images.c.owner == owner, images.c.deleted.is_(False))).one()
+    return {"image_count_total": int(row[0]), "image_size_total": int(row[1]), "image_stage_total": int(row[2]),
+            "image_count_uploading": int(row[3])}
+
+
+# ----------------------------------------------------------------- leases
+
+
+def take_lease(conn: Connection, image: Mapping[str, Any], *, from_status: str, to_status: str, token: str,
+               expires: datetime.datetime, values: Mapping[str, Any] | None = None) -> bool:
+    """Move the image from ``from_status`` to ``to_status`` for one upload, staging or import."""
+    # UPDATE images SET status = :to, lease_token = :token, lease_expires = :expires, ...
+    #  WHERE id = :id AND status = :from AND lease_token IS NULL AND NOT deleted
+    return conn.execute(
+        images.update()
+        .where(images.c.id == image["id"], images.c.status == from_status, images.c.lease_token.is_(None),
+               images.c.deleted.is_(False))
+        .values(status=to_status, lease_token=token, lease_expires=expires, updated_at=now(),
+                generation=images.c.generation + 1, **(values or {}))).rowcount == 1
+
+
+def renew_lease(conn: Connection, image_id: str, token: str, expires: datetime.datetime) -> bool:
+    # UPDATE images SET lease_expires = :expires WHERE id = :id AND lease_token = :token AND NOT deleted
+    return conn.execute(
+        images.update()
+        .where(images.c.id == image_id, images.c.lease_token == token, images.c.deleted.is_(False))
+        .values(lease_expires=expires)).rowcount == 1
+
+
+def end_lease(conn: Connection, image_id: str, token: str, values: Mapping[str, Any],
+              properties: Mapping[str, str] | None = None) -> bool:
+    """Record the result of the upload holding the lease; False when the image was deleted meanwhile."""
+    # UPDATE images SET ..., lease_token = NULL, lease_expires = NULL
+    #  WHERE id = :id AND lease_token = :token AND NOT deleted
+    done = conn.execute(
+        images.update()
+        .where(images.c.id == image_id, images.c.lease_token == token, images.c.deleted.is_(False))
+        .values(**values, lease_token=None, lease_expires=None, updated_at=now(),
+                generation=images.c.generation + 1)).rowcount == 1
+    if done and properties is not None:
+        _write_extras(conn, image_id, properties, None)
+    return done
+
+
+def expired_leases(conn: Connection, moment: datetime.datetime, limit: int = 100) -> list[dict[str, Any]]:
+    # SELECT id, status, lease_token FROM images WHERE lease_expires < :now AND lease_token IS NOT NULL LIMIT :n
+    rows = conn.execute(
+        sa.select(images.c.id, images.c.status, images.c.lease_token)
+        .where(images.c.lease_expires < moment, images.c.lease_token.is_not(None)).limit(limit))
+    return [dict(row._mapping) for row in rows]

@@ -1,0 +1,5 @@
+from alembic import context
+
+from corral.core.migrations import run_env
+
+run_env(context)
