@@ -88,17 +88,21 @@ class ImageStore:
     def add(self, image_id: str, data: IO[bytes], size: int, hashing_algo: str) -> Stored:
         """Write ``data`` (``size`` bytes, 0 when unknown) as the image's data."""
         try:
+            return self._add(image_id, data, size, hashing_algo)
+        except glance_store.exceptions.Duplicate:
+            # Data left behind by an upload that died with its process
+            # (nothing refers to it, the image being queued): it goes, once.
+            LOG.warning("image %s: removing stale data found in the store before writing", image_id)
+            self.remove_partial(image_id)
+            return self._add(image_id, data, size, hashing_algo)
+
+    def _add(self, image_id: str, data: IO[bytes], size: int, hashing_algo: str) -> Stored:
+        try:
             location, written, checksum, multihash, _ = self._default.add(image_id, data, size, hashing_algo)
         except glance_store.exceptions.StorageFull as error:
             raise StorageFull(str(error)) from None
         except glance_store.exceptions.StorageWriteDenied as error:
             raise StorageWriteDenied(str(error)) from None
-        except glance_store.exceptions.Duplicate:
-            # Data left behind by an upload that died with its process:
-            # nothing refers to it, so it goes.
-            LOG.warning("image %s: removing stale data found in the store before writing", image_id)
-            self.remove_partial(image_id)
-            return self.add(image_id, data, size, hashing_algo)
         except glance_store.exceptions.Invalid as error:
             raise SizeMismatch(str(error)) from None
         except OSError as error:
@@ -124,7 +128,11 @@ class ImageStore:
 
     def remove_partial(self, image_id: str) -> None:
         """Remove what an upload that died with its process may have left (filesystem store)."""
-        datadirs = getattr(self._default, "datadir_list", None) or []
+        store = self._default
+        if getattr(store, "multiple_datadirs", False):
+            datadirs = [path for paths in store.priority_data_map.values() for path in paths]
+        else:
+            datadirs = [store.datadir] if getattr(store, "datadir", None) else []
         for datadir in datadirs:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(os.path.join(datadir, image_id))

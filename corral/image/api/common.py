@@ -14,6 +14,9 @@ from corral.image.api.state import ImageState
 from corral.image.db import images as image_db
 from corral.image.db import members as member_db
 from corral.image.domain.images import ImageError, is_uuid
+
+__all__ = ["enforce", "fail", "find_image", "forbidden", "is_uuid", "json_body", "not_found", "run", "target",
+           "viewer"]
 from corral.image.domain.listing import Viewer, can_see
 
 
@@ -53,18 +56,22 @@ def not_found(image_id: str) -> errors.ApiError:
     return fail(404, f"No image found with ID {image_id}")
 
 
-def find_image(state: ImageState, req: falcon.Request, image_id: str, conn: Any = None) -> dict[str, Any]:
-    """The image, if the caller may see it (404 otherwise, without telling whether it exists)."""
+def find_image(state: ImageState, req: falcon.Request, image_id: str, conn: Any = None, *,
+               lock: bool = False) -> dict[str, Any]:
+    """The image, if the caller may see it (404 otherwise, without telling whether it exists).
+
+    Given a write transaction's ``conn``, ``lock`` holds the image's row until it ends.
+    """
     if not is_uuid(image_id):
         raise not_found(image_id)
     if conn is None:
         with state.db.read() as read:
-            return _visible_image(state, req, image_id, read)
-    return _visible_image(state, req, image_id, conn)
+            return _visible_image(state, req, image_id, read, False)
+    return _visible_image(state, req, image_id, conn, lock)
 
 
-def _visible_image(state: ImageState, req: falcon.Request, image_id: str, conn: Any) -> dict[str, Any]:
-    image = image_db.get(conn, image_id)
+def _visible_image(state: ImageState, req: falcon.Request, image_id: str, conn: Any, lock: bool) -> dict[str, Any]:
+    image = image_db.get(conn, image_id, lock=lock)
     if image is None:
         raise not_found(image_id)
     who = viewer(state, req)

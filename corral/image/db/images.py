@@ -19,12 +19,18 @@ from corral.image.domain.images import now
 from corral.image.domain.listing import ListQuery, Viewer
 
 
-def get(conn: Connection, image_id: str, *, deleted: bool = False) -> dict[str, Any] | None:
-    """The image (with properties and tags), or None; deleted images only when asked."""
-    # SELECT * FROM images WHERE id = :id [AND NOT deleted]
+def get(conn: Connection, image_id: str, *, deleted: bool = False, lock: bool = False) -> dict[str, Any] | None:
+    """The image (with properties and tags), or None; deleted images only when asked.
+
+    ``lock`` holds the row until the transaction ends, so that writers of
+    one image take turns instead of failing each other's compare-and-set.
+    """
+    # SELECT * FROM images WHERE id = :id [AND NOT deleted] [FOR UPDATE]
     query = sa.select(images).where(images.c.id == image_id)
     if not deleted:
         query = query.where(images.c.deleted.is_(False))
+    if lock:
+        query = query.with_for_update()
     row = conn.execute(query).first()
     if row is None:
         return None

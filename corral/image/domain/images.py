@@ -107,14 +107,36 @@ def split_create_body(body: dict[str, Any]) -> NewImage:
     tags = properties.pop("tags", [])
     base = {key: properties.pop(key) for key in BASE_ATTRIBUTES if key in properties}
     for key in properties:
-        if len(key) > 255:
-            raise ImageError(400, "Custom property should not be greater than 255 characters.")
+        check_property_name(key)
         if key in RESERVED or key.startswith(RESERVED_NAMESPACE):
-            raise ImageError(403, f"Attribute '{key}' is reserved.")
+            # (Glance words these with a generic line first.)
+            raise ImageError(403, f"Attribute '{key}' is reserved.", as_detail=True)
     readonly = [key for key in base if key in READ_ONLY and key != "id"]
     if readonly:
         raise ImageError(403, f"Attribute '{readonly[0]}' is read-only.")
+    if "locations" in properties:
+        raise ImageError(403, "Attribute 'locations' is reserved.")
+    check_sizes(base)
     return NewImage(base, properties, list(dict.fromkeys(tags)))
+
+
+def check_property_name(name: str) -> None:
+    if len(name) > 255:
+        raise ImageError(400, "Custom property should not be greater than 255 characters.")
+
+
+# Largest min_disk / min_ram: the columns are 32-bit integers.
+MAX_INT = 2147483647
+
+
+def check_sizes(values: Mapping[str, Any]) -> None:
+    """``min_disk`` and ``min_ram`` are neither negative nor beyond 32 bits (400, as Glance words it)."""
+    for name in ("min_disk", "min_ram"):
+        value = values.get(name)
+        if isinstance(value, int) and value < 0:
+            raise ImageError(400, f"Invalid value '{value}' for parameter '{name}': Cannot be a negative value")
+        if isinstance(value, int) and value > MAX_INT:
+            raise ImageError(400, f"'{name}' value out of range, must not exceed {MAX_INT}.")
 
 
 def new_image(request: NewImage, owner: str | None) -> dict[str, Any]:
@@ -149,14 +171,19 @@ def check_transition(image: Mapping[str, Any], target: str) -> None:
         raise ImageError(409, f"Image status transition from {image['status']} to {target} is not allowed")
 
 
+def over_quota(what: str, attempted: int, maximum: int) -> str:
+    return (f"The limit has been exceeded on the number of allowed {what}. Attempted: {attempted}, "
+            f"Maximum: {maximum}")
+
+
 def check_limits(image: Mapping[str, Any], conf: Any) -> None:
     """Per-image quotas on properties and tags (413, as Glance answers them)."""
     quota = conf.image_property_quota
     if quota >= 0 and len(image["properties"]) > quota:
-        raise ImageError(413, f"Attempted: {len(image['properties'])}, Maximum: {quota}")
+        raise ImageError(413, over_quota("image properties", len(image["properties"]), quota))
     quota = conf.image_tag_quota
     if quota >= 0 and len(image["tags"]) > quota:
-        raise ImageError(413, f"Attempted: {len(image['tags'])}, Maximum: {quota}")
+        raise ImageError(413, over_quota("image tags", len(image["tags"]), quota))
 
 
 def shown_properties(properties: Mapping[str, str]) -> dict[str, str]:

@@ -19,6 +19,8 @@ from corral.image.domain.images import (
     RESERVED,
     RESERVED_NAMESPACE,
     ImageError,
+    check_property_name,
+    check_sizes,
 )
 
 CONTENT_TYPES = {
@@ -57,6 +59,8 @@ def parse(body: Any, draft: int, validate_value: Callable[[dict[str, Any]], None
         if len(path) != 1:
             raise ImageError(400, f"Invalid JSON pointer for this resource: '/{'/'.join(path)}'")
         name = path[0]
+        if name == "locations":
+            raise _locations(op, raw.get("value"))
         value = None
         if op != "remove":
             if "value" not in raw:
@@ -65,6 +69,8 @@ def parse(body: Any, draft: int, validate_value: Callable[[dict[str, Any]], None
         _check_name(name)
         if op != "remove":
             validate_value({name: value})
+            check_property_name(name)
+            check_sizes({name: value})
         changes.append(Change(op, name, value))
     return changes
 
@@ -108,6 +114,14 @@ def _decode_pointer(pointer: Any) -> list[str]:
     return [part.replace("~1", "/").replace("~0", "~").strip() for part in pointer.lstrip("/").split("/")]
 
 
+def _locations(op: str, value: Any) -> ImageError:
+    # Locations are never shown (show_multiple_locations is not offered),
+    # so they cannot be changed either.
+    if op == "replace" and value == []:
+        return ImageError(403, "Cannot set locations to empty list.", as_detail=True)
+    return ImageError(403, "It's not allowed to add locations if locations are invisible.", as_detail=True)
+
+
 def _check_name(name: str) -> None:
     if name in READ_ONLY:
         raise ImageError(403, f"Attribute '{name}' is read-only.")
@@ -148,26 +162,31 @@ def _set(image: dict[str, Any], name: str, value: Any) -> None:
         image["properties"][name] = value
 
 
-def _replace(image: dict[str, Any], change: Change, caller: Caller) -> None:
+def _check_settable(image: dict[str, Any], change: Change, caller: Caller) -> None:
     if change.name == "owner" and not caller.is_admin:
-        raise ImageError(403, "Owner can't be updated by non admin.")
+        raise ImageError(403, "Owner can't be updated by non admin.", as_detail=True)
+    if change.name in ("disk_format", "container_format") and image["status"] not in ("queued", "importing"):
+        raise ImageError(403, f"Attribute {change.name} can be only replaced for a queued image.")
+
+
+def _replace(image: dict[str, Any], change: Change, caller: Caller) -> None:
+    _check_settable(image, change, caller)
     if change.name not in ATTRIBUTES and change.name not in image["properties"]:
-        raise ImageError(409, f"Property {change.name} does not exist.")
+        raise ImageError(409, f"Property {change.name} does not exist.", as_detail=True)
     _set(image, change.name, change.value)
 
 
 def _add(image: dict[str, Any], change: Change, caller: Caller, draft: int) -> None:
     if draft == 4 and (change.name in ATTRIBUTES or change.name in image["properties"]):
-        raise ImageError(409, f"Property {change.name} already present.")
-    if change.name == "owner" and not caller.is_admin:
-        # Adding an attribute the image has is replacing it.
-        raise ImageError(403, "Owner can't be updated by non admin.")
+        raise ImageError(409, f"Property {change.name} already present.", as_detail=True)
+    # Adding an attribute the image has is replacing it.
+    _check_settable(image, change, caller)
     _set(image, change.name, change.value)
 
 
 def _remove(image: dict[str, Any], change: Change) -> None:
     if change.name in ATTRIBUTES:
-        raise ImageError(403, f"Property {change.name} may not be removed.")
+        raise ImageError(403, f"Property {change.name} may not be removed.", as_detail=True)
     if change.name not in image["properties"]:
-        raise ImageError(409, f"Property {change.name} does not exist.")
+        raise ImageError(409, f"Property {change.name} does not exist.", as_detail=True)
     del image["properties"][change.name]

@@ -17,6 +17,7 @@ from typing import Any
 from corral.image.domain.images import ImageError, parse_size
 
 MIB = 1024 * 1024
+LIMITS = ("image_size_total", "image_stage_total", "image_count_total", "image_count_uploading")
 
 
 def _over(project: str, name: str, limit: int, usage: int, delta: int) -> ImageError:
@@ -52,6 +53,12 @@ def check_stage(conf: Any, project: str, usage: Mapping[str, int], size: int | N
     """Before data is staged for a glance-direct import."""
     _check(conf, project, "image_stage_total", usage["image_stage_total"] // MIB, (size or 0) // MIB)
     _check(conf, project, "image_count_uploading", usage["image_count_uploading"], 1)
+
+
+def reported_usage(usage: Mapping[str, int]) -> dict[str, int]:
+    """Usage in each limit's unit (sizes in MiB)."""
+    return {name: usage[name] // MIB if name.endswith(("size_total", "stage_total")) else usage[name]
+            for name in LIMITS}
 
 
 def storage_room(conf: Any, usage: Mapping[str, int]) -> int | None:

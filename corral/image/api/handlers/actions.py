@@ -8,12 +8,12 @@ import falcon
 from sqlalchemy.engine import Connection
 
 from corral.core import errors
-from corral.core.http import Route, send_empty
+from corral.core.http import Route, read_body, send_empty
 from corral.image.api import common
 from corral.image.api.state import ImageState
 from corral.image.db import images as image_db
 
-# action -> (policy rule, the status it leaves, the status it reaches, the word in refusals)
+# action -> (policy rule, the status it leaves, the status it reaches)
 _ACTIONS = {
     "deactivate": ("deactivate", "active", "deactivated"),
     "reactivate": ("reactivate", "deactivated", "active"),
@@ -22,9 +22,11 @@ _ACTIONS = {
 
 def _act(state: ImageState, req: falcon.Request, image_id: str, action: str) -> None:
     rule, source, target = _ACTIONS[action]
+    if read_body(req, state.conf.api.max_request_body_size):
+        raise common.fail(400, "A body is not expected with this request.")
 
     def write(conn: Connection) -> Any:
-        image = common.find_image(state, req, image_id, conn)
+        image = common.find_image(state, req, image_id, conn, lock=True)
         common.enforce(state, req, rule, image)
         if image["status"] == target:
             return None  # already there: nothing to do, as upstream

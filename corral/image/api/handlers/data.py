@@ -31,7 +31,15 @@ def writer(state: ImageState) -> Writer:
 def _check_content_type(req: falcon.Request) -> None:
     content_type = (req.content_type or "").split(";")[0].strip().lower()
     if content_type != OCTET_STREAM:
-        raise common.fail(415, f"Content type {req.content_type or 'None'} is not supported")
+        raise common.fail(415, f"Invalid content type {req.content_type or 'None'}")
+
+
+def _check_formats(image: dict[str, Any]) -> None:
+    missing = [name for name in ("disk_format", "container_format") if not image[name]]
+    if len(missing) == 2:
+        raise common.fail(400, "Properties disk_format, container_format must be set prior to saving data.")
+    if missing:
+        raise common.fail(400, f"Property {missing[0]} must be set prior to saving data.")
 
 
 def _declared_size(req: falcon.Request) -> int | None:
@@ -62,6 +70,7 @@ def upload(state: ImageState, req: falcon.Request, resp: falcon.Response, image_
     common.enforce(state, req, "upload_image", image)
     if image["status"] != "queued":
         raise common.fail(409, f"Image status transition from {image['status']} to saving is not allowed")
+    _check_formats(image)
     common.run(writer(state).upload, image, _source(req), size, req.get_header("Content-MD5"))
     send_empty(resp)
 

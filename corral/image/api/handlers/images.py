@@ -39,7 +39,8 @@ def create(state: ImageState, req: falcon.Request, resp: falcon.Response) -> Non
     target = {"project_id": owner, "owner": owner, "visibility": request.base.get("visibility", "private")}
     if not state.policy.allows(req.context, "add_image", target):
         if owner != req.context.project_id:
-            raise common.fail(403, f"You are not permitted to create images owned by '{owner}'")
+            raise common.run(_raise, ImageError(403, f"You are not permitted to create images owned by '{owner}'",
+                                                as_detail=True))
         raise common.forbidden("add_image")
     common.run(_check_visibility, state, req, target["visibility"], target)
     row = new_image(request, req.context.project_id)
@@ -47,7 +48,7 @@ def create(state: ImageState, req: falcon.Request, resp: falcon.Response) -> Non
 
     def write(conn: Connection) -> None:
         if image_db.exists(conn, row["id"]):
-            raise common.fail(409, f"Image with identifier {row['id']} already exists!")
+            raise common.fail(409, f"Image ID {row['id']} already exists!")
         if row["owner"] is not None:
             common.run(quotas.check_count, state.conf, row["owner"], image_db.owner_usage(conn, row["owner"]))
         image_db.insert(conn, row, request.properties, request.tags)
@@ -56,7 +57,7 @@ def create(state: ImageState, req: falcon.Request, resp: falcon.Response) -> Non
     with state.db.read() as conn:
         created = image_db.get(conn, row["id"])
     assert created is not None
-    resp.set_header("Location", f"/v2/images/{row['id']}")
+    resp.set_header("Location", f"{req.prefix}/v2/images/{row['id']}")
     if state.conf.enabled_import_methods:
         resp.set_header("OpenStack-image-import-methods", ",".join(state.conf.enabled_import_methods))
     send_json(resp, views.image(created, direct_url=state.conf.show_image_direct_url), status=201)
@@ -71,16 +72,23 @@ def index(state: ImageState, req: falcon.Request, resp: falcon.Response) -> None
     with state.db.read() as conn:
         marker = None
         if query.marker is not None:
-            try:
-                marker = common.find_image(state, req, query.marker, conn)
-            except errors.ApiError as error:
-                if error.status != 404:
-                    raise
-                raise common.fail(400, f"No image found with ID {query.marker}") from None
+            marker = _marker(state, req, conn, query.marker)
         rows = image_db.list_page(conn, query, who, marker)
     last_values = {name: values[-1] for name, values in params.items()}
     send_json(resp, views.image_list(rows, last_values.items(), query.limit,
                                      direct_url=state.conf.show_image_direct_url))
+
+
+def _marker(state: ImageState, req: falcon.Request, conn: Connection, marker: str) -> dict[str, Any]:
+    """The marker image: 400 when there is none, 403 when the caller may not see it (as Glance)."""
+    try:
+        return common.find_image(state, req, marker, conn)
+    except errors.ApiError as error:
+        if error.status != 404:
+            raise
+        if common.is_uuid(marker) and image_db.get(conn, marker) is not None:
+            raise common.fail(403, f"Forbidding request, image {marker} not visible") from None
+        raise common.fail(400, f"No image found with ID {marker}") from None
 
 
 def _query_params(req: falcon.Request) -> dict[str, list[str]]:
@@ -105,7 +113,7 @@ def update(state: ImageState, req: falcon.Request, resp: falcon.Response, image_
     who = common.viewer(state, req)
 
     def write(conn: Connection) -> dict[str, Any]:
-        image = common.find_image(state, req, image_id, conn)
+        image = common.find_image(state, req, image_id, conn, lock=True)
         common.enforce(state, req, "get_image", image)
         if not changes:
             return image
@@ -131,7 +139,12 @@ def _raise(error: ImageError) -> None:
 
 def delete(state: ImageState, req: falcon.Request, resp: falcon.Response, image_id: str) -> None:
     def write(conn: Connection) -> dict[str, Any]:
-        image = common.find_image(state, req, image_id, conn)
+        try:
+            image = common.find_image(state, req, image_id, conn, lock=True)
+        except errors.ApiError as error:
+            if error.status == 404:
+                raise common.fail(404, f"Failed to find image {image_id} to delete") from None
+            raise
         common.enforce(state, req, "delete_image", image)
         if image["protected"]:
             raise common.fail(403, f"Image {image_id} is protected and cannot be deleted.")

@@ -18,6 +18,8 @@ from corral.image.api import common
 from corral.image.api.handlers.data import writer
 from corral.image.api.state import ImageState
 from corral.image.data import staged_source
+from corral.image.db import images as image_db
+from corral.image.domain import quotas
 
 
 def _method(state: ImageState, body: Any) -> tuple[str, dict[str, Any]]:
@@ -85,6 +87,17 @@ def info_import(state: ImageState, req: falcon.Request, resp: falcon.Response) -
         "value": list(state.conf.enabled_import_methods)}})
 
 
+def info_usage(state: ImageState, req: falcon.Request, resp: falcon.Response) -> None:
+    """The caller's project's use of each limit (empty when no limit is set, as Glance without limits)."""
+    limits = {name: getattr(state.conf.image_limits, name) for name in quotas.LIMITS}
+    if all(limit < 0 for limit in limits.values()) or req.context.project_id is None:
+        send_json(resp, {"usage": {}})
+        return
+    with state.db.read() as conn:
+        usage = quotas.reported_usage(image_db.owner_usage(conn, req.context.project_id))
+    send_json(resp, {"usage": {name: {"usage": usage[name], "limit": limits[name]} for name in quotas.LIMITS}})
+
+
 def info_stores(state: ImageState, req: falcon.Request, resp: falcon.Response) -> None:
     # Without enabled_backends (one store), Glance has no stores to list.
     raise common.fail(404, "Multi backend is not supported at this site.")
@@ -94,4 +107,6 @@ ROUTES = [
     Route("/v2/images/{image_id}/import", {"POST": import_image}),
     Route("/v2/info/import", {"GET": info_import}),
     Route("/v2/info/stores", {"GET": info_stores}),
+    Route("/v2/info/stores/detail", {"GET": info_stores}),
+    Route("/v2/info/usage", {"GET": info_usage}),
 ]

@@ -16,7 +16,7 @@ from corral.core.http import Route, send_empty, send_json
 from corral.image.api import common, views
 from corral.image.api.state import ImageState
 from corral.image.db import members as member_db
-from corral.image.domain.images import MEMBER_STATUSES
+from corral.image.domain.images import MEMBER_STATUSES, over_quota
 
 
 def _image(state: ImageState, req: falcon.Request, image_id: str, conn: Connection | None = None) -> dict[str, Any]:
@@ -31,6 +31,11 @@ def _image(state: ImageState, req: falcon.Request, image_id: str, conn: Connecti
 
 def _allows(state: ImageState, req: falcon.Request, rule: str, image: dict[str, Any], member: str | None) -> bool:
     return state.policy.allows(req.context, rule, dict(common.target(image, req), member_id=member))
+
+
+def _enforce(state: ImageState, req: falcon.Request, rule: str, image: dict[str, Any], member: str | None) -> None:
+    if not _allows(state, req, rule, image, member):
+        raise common.forbidden(rule)
 
 
 def _only_shared(image: dict[str, Any], message: str) -> None:
@@ -52,14 +57,13 @@ def create(state: ImageState, req: falcon.Request, resp: falcon.Response, image_
 
     def write(conn: Connection) -> dict[str, Any]:
         image = _image(state, req, image_id, conn)
-        denied = f"Not allowed to create members for image {image_id}."
-        _only_shared(image, denied)
-        if not _allows(state, req, "add_member", image, member):
-            raise common.fail(403, denied)
+        _only_shared(image, f"Not allowed to create members for image {image_id}.")
+        _enforce(state, req, "add_member", image, member)
         quota = state.conf.image_member_quota
-        if quota >= 0 and member_db.count(conn, image_id) >= quota:
+        count = member_db.count(conn, image_id)
+        if quota >= 0 and count >= quota:
             raise common.fail(413, f"Image member limit exceeded for image {image_id}: "
-                                   f"Maximum number of image members exceeded: {quota}:")
+                                   f"{over_quota('image members for this image', count + 1, quota)}:")
         added = member_db.add(conn, image_id, member)
         if added is None:
             raise common.fail(409, f"Member {member} is duplicated for image {image_id}")
@@ -116,13 +120,11 @@ def update(state: ImageState, req: falcon.Request, resp: falcon.Response, image_
 
     def write(conn: Connection) -> dict[str, Any]:
         image = _image(state, req, image_id, conn)
-        denied = f"Not allowed to update members for image {image_id}."
-        _only_shared(image, denied)
+        _only_shared(image, f"Not allowed to update members for image {image_id}.")
         _lookup(state, req, conn, image, member_id)
-        if not _allows(state, req, "modify_member", image, member_id):
-            raise common.fail(403, denied)
+        _enforce(state, req, "modify_member", image, member_id)
         if status not in MEMBER_STATUSES:
-            raise common.fail(400, f"Incorrect request: Status must be one of {', '.join(MEMBER_STATUSES)}")
+            raise common.fail(400, 'Incorrect request: Status must be "pending", "accepted" or "rejected".')
         return member_db.set_status(conn, image_id, member_id, status)  # type: ignore[return-value]
 
     send_json(resp, views.member(state.db.write(write)))
@@ -131,11 +133,9 @@ def update(state: ImageState, req: falcon.Request, resp: falcon.Response, image_
 def delete(state: ImageState, req: falcon.Request, resp: falcon.Response, image_id: str, member_id: str) -> None:
     def write(conn: Connection) -> None:
         image = _image(state, req, image_id, conn)
-        denied = f"Not allowed to delete members for image {image_id}."
-        _only_shared(image, denied)
+        _only_shared(image, f"Not allowed to delete members for image {image_id}.")
         _lookup(state, req, conn, image, member_id)
-        if not _allows(state, req, "delete_member", image, member_id):
-            raise common.fail(403, denied)
+        _enforce(state, req, "delete_member", image, member_id)
         member_db.remove(conn, image_id, member_id)
 
     state.db.write(write)

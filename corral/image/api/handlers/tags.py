@@ -12,18 +12,17 @@ from corral.core.http import Route, send_empty
 from corral.image.api import common
 from corral.image.api.state import ImageState
 from corral.image.db import members as member_db
+from corral.image.domain.images import over_quota
 
 
-def _image(state: ImageState, req: falcon.Request, conn: Connection, image_id: str, denied: str) -> dict[str, Any]:
+def _image(state: ImageState, req: falcon.Request, conn: Connection, image_id: str) -> dict[str, Any]:
     try:
-        image = common.find_image(state, req, image_id, conn)
-        common.enforce(state, req, "modify_image", image)
+        image = common.find_image(state, req, image_id, conn, lock=True)
     except errors.ApiError as error:
         if error.status == 404:
             raise common.fail(404, f"Image {image_id} not found.") from None
-        if error.status == 403:
-            raise common.fail(403, denied) from None
         raise
+    common.enforce(state, req, "modify_image", image)
     return image
 
 
@@ -31,13 +30,13 @@ def add(state: ImageState, req: falcon.Request, resp: falcon.Response, image_id:
     common.run(state.schemas.check_image, {"tags": [tag]})
 
     def write(conn: Connection) -> None:
-        image = _image(state, req, conn, image_id, f"Not allowed to update tags for image {image_id}.")
+        image = _image(state, req, conn, image_id)
         quota = state.conf.image_tag_quota
         if tag in image["tags"]:
             return
         if quota >= 0 and len(image["tags"]) + 1 > quota:
-            raise common.fail(413, f"Image tag limit exceeded for image {image_id}: Maximum number of tags "
-                                   f"exceeded: Attempted: {len(image['tags']) + 1}, Maximum: {quota}:")
+            raise common.fail(413, f"Image tag limit exceeded for image {image_id}: "
+                                   f"{over_quota('image tags', len(image['tags']) + 1, quota)}:")
         if member_db.add_tag(conn, image_id, tag):
             member_db.touch_image(conn, image_id)
 
@@ -47,7 +46,7 @@ def add(state: ImageState, req: falcon.Request, resp: falcon.Response, image_id:
 
 def remove(state: ImageState, req: falcon.Request, resp: falcon.Response, image_id: str, tag: str) -> None:
     def write(conn: Connection) -> None:
-        _image(state, req, conn, image_id, f"Not allowed to delete tags for image {image_id}.")
+        _image(state, req, conn, image_id)
         if not member_db.remove_tag(conn, image_id, tag):
             raise errors.NotFound("The resource could not be found.")
         member_db.touch_image(conn, image_id)
