@@ -68,9 +68,10 @@ class Filter:
         if port and not self._allowed(port, opts.allowed_ports, opts.disallowed_ports):
             raise Refused(url)
         if not self._trusted(host):
-            for address in _resolve(host, port or 443):
-                if _internal(address):
-                    raise Refused(url)
+            addresses = _resolve(host, port or 443)
+            # (A name that does not resolve is refused too, as Glance refuses it.)
+            if not addresses or any(_internal(address) for address in addresses):
+                raise Refused(url)
 
     def _trusted(self, host: str) -> bool:
         return self.opts.allow_internal_addresses or host in [h.lower() for h in self.opts.allowed_hosts]
