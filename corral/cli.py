@@ -288,11 +288,12 @@ def _prepare(conf: cfg.ConfigOpts, host: str, port: int) -> None:
 
 
 def _default_local_port(conf: cfg.ConfigOpts, port: int) -> None:
-    """Services that call this server's own APIs (Compute calls Placement) find it on ``port``."""
-    try:
-        conf.set_default("local_port", port, group="placement")
-    except (cfg.NoSuchOptError, cfg.NoSuchGroupError):
-        pass
+    """Services that call this server's own APIs (Compute calls Placement and Image) find it on ``port``."""
+    for group in ("placement", "glance"):
+        try:
+            conf.set_default("local_port", port, group=group)
+        except (cfg.NoSuchOptError, cfg.NoSuchGroupError):
+            pass
 
 
 def _run_background_only(conf: cfg.ConfigOpts, role: str) -> None:
