@@ -25,8 +25,7 @@ def format_error(req: falcon.Request, error: errors.ApiError) -> tuple[bytes, st
         exception = cls(detail=error.message)
     else:
         exception = cls(explanation=error.message)
-    environ = dict(req.env)
-    environ.setdefault("CONTENT_TYPE", req.content_type or "")
+    environ = req.env
     captured: list[Any] = []
     body = b"".join(exception.generate_response(environ, lambda status, headers: captured.append(headers)))
     content_type = next((value for name, value in captured[0] if name.lower() == "content-type"), "text/plain")
