@@ -423,7 +423,13 @@ class _Connection(asyncio.BufferedProtocol):
         assert self.transport is not None
         self.phase = "closing"
         if self.transport.can_write_eof() and not self.transport.is_closing():
-            self.transport.write_eof()
+            try:
+                self.transport.write_eof()
+            except OSError:
+                # The client reset the connection after it read the answer
+                # (load balancers' health checks do): nothing more to send.
+                self.transport.abort()
+                return
         if self._paused:
             self._paused = False
             self.transport.resume_reading()  # read and drop, so the answer is not lost to a reset
