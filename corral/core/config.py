@@ -139,6 +139,14 @@ SERVER_OPTS = [
         help="Connections one API worker process holds at once; a connection "
         "beyond that is answered 503 with Retry-After and closed.",
     ),
+    cfg.IntOpt(
+        "max_streamed_requests",
+        default=4,
+        min=1,
+        help="Requests one API worker process runs at once whose answer "
+        "streams (image downloads), on threads of their own; one more is "
+        "answered 503 with Retry-After.",
+    ),
 ]
 
 

@@ -28,6 +28,13 @@ connections; beyond that a new connection is answered ``503`` with
 read: the application sees the declared length (and answers 413 in its own
 error format) and the connection is closed afterwards.
 
+Image data is too large to hold, so answers given as an iterable other
+than a list or tuple stream instead (:mod:`corral.core.front_stream`):
+they are written as the application yields them, each chunk taken within
+``send_timeout``, from a pool of threads of their own, at most
+``max_streamed`` at once per process; one more is answered 503 with
+``Retry-After``.  Lists and tuples are written in one piece, as before.
+
 Everything else (processes, restarts of dead workers, signals, the listening
 sockets) is gunicorn's.
 """
@@ -37,6 +44,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -48,6 +56,7 @@ from gunicorn.workers import base
 from corral.core.front_http import (
     REFUSED,
     Answer,
+    PendingAnswer,
     Request,
     build_environ,
     call_app,
@@ -55,6 +64,7 @@ from corral.core.front_http import (
     failed_answer,
     render,
 )
+from corral.core.front_stream import Outlet, StreamingConnection
 
 LOG = logging.getLogger(__name__)
 
@@ -77,6 +87,8 @@ class Limits:
     send_timeout: float = 60.0
     max_connections: int = 1000
     max_body_size: int = 114688
+    # Requests whose body or answer streams, at once per process.
+    max_streamed: int = 4
 
     @property
     def sweep_interval(self) -> float:
@@ -88,10 +100,15 @@ class _Front:
     """What every connection of one worker process shares."""
 
     def __init__(self, app: Any, executor: ThreadPoolExecutor, limits: Limits, *,
-                 multiprocess: bool, forwarded_allow_ips: list[str], secure_scheme_headers: dict[str, str]) -> None:
+                 multiprocess: bool, forwarded_allow_ips: list[str], secure_scheme_headers: dict[str, str],
+                 stream_executor: ThreadPoolExecutor | None = None) -> None:
         self.app = app
         self.executor = executor
         self.limits = limits
+        # Streamed requests run on a pool of their own, so that slow uploads
+        # and downloads never take the threads ordinary requests need.
+        self.stream_executor = stream_executor or executor
+        self._stream_slots = threading.BoundedSemaphore(limits.max_streamed)
         self.multiprocess = multiprocess
         self.connections: set[_Connection] = set()
         self._trusted_any = "*" in forwarded_allow_ips
@@ -105,6 +122,13 @@ class _Front:
             if self._secure_headers.get(name) == value.lower():
                 return "https"
         return "http"
+
+    def take_stream(self) -> bool:
+        """A place for one more streamed request (any thread), or False when all are taken."""
+        return self._stream_slots.acquire(blocking=False)
+
+    def release_stream(self) -> None:
+        self._stream_slots.release()
 
     def busy(self) -> int:
         return sum(1 for connection in self.connections if connection.phase in ("body", "app"))
@@ -120,7 +144,7 @@ class _TooLarge(Exception):
     """The request head grew past :data:`MAX_HEAD_SIZE`."""
 
 
-class _Connection(asyncio.BufferedProtocol):
+class _Connection(StreamingConnection, asyncio.BufferedProtocol):
     """One client connection: read requests, run each on the pool, answer, repeat.
 
     httptools calls the ``on_*`` methods while it parses; complete requests
@@ -154,6 +178,7 @@ class _Connection(asyncio.BufferedProtocol):
         self._close_after = False  # the answer being sent is the last
         self._eof = False
         self._paused = False
+        self._outlet: Outlet | None = None  # a streamed answer waiting for the socket to drain
         self._buffer = bytearray(RECEIVE_BUFFER)
         self._view = memoryview(self._buffer)
 
@@ -227,12 +252,21 @@ class _Connection(asyncio.BufferedProtocol):
         self.phase = "closing"
         self.deadline = float("inf")
         self.front.connections.discard(self)
+        # A thread waiting on this connection stops waiting.
+        if self._outlet is not None:
+            self._outlet.lost()
+            self._outlet = None
 
     def pause_writing(self) -> None:
         self._sending = True
 
     def resume_writing(self) -> None:
         self._sending = False
+        if self._outlet is not None:
+            # The streamed answer's thread may send its next chunk.
+            self.deadline = float("inf")
+            self._outlet.accepted()
+            self._outlet = None
         if self._draining:
             self._draining = False
             self._next_request()
@@ -351,6 +385,9 @@ class _Connection(asyncio.BufferedProtocol):
         except Exception:
             LOG.exception("%s %s failed", environ["REQUEST_METHOD"], environ["PATH_INFO"])
             answer = failed_answer()
+        if isinstance(answer, PendingAnswer):
+            self._hand_off(request, answer)
+            return
         try:
             self.loop.call_soon_threadsafe(self._answer, request, answer)
         except RuntimeError:  # the loop has closed: the worker is exiting
@@ -475,19 +512,22 @@ class BufferingWorker(base.Worker):
         loop = asyncio.new_event_loop()
         asyncio.set_event_loop(loop)
         executor = ThreadPoolExecutor(max_workers=self.cfg.threads, thread_name_prefix="wsgi")
+        streams = ThreadPoolExecutor(max_workers=limits.max_streamed, thread_name_prefix="wsgi-stream")
         try:
-            loop.run_until_complete(self._serve(limits, executor))
+            loop.run_until_complete(self._serve(limits, executor, streams))
         finally:
             executor.shutdown(wait=False)
+            streams.shutdown(wait=False)
             loop.close()
 
-    async def _serve(self, limits: Limits, executor: ThreadPoolExecutor) -> None:
+    async def _serve(self, limits: Limits, executor: ThreadPoolExecutor, streams: ThreadPoolExecutor) -> None:
         loop = asyncio.get_running_loop()
         front = _Front(
             self.wsgi, executor, limits,
             multiprocess=self.cfg.workers > 1,
             forwarded_allow_ips=_as_list(self.cfg.forwarded_allow_ips),
             secure_scheme_headers=dict(self.cfg.secure_scheme_headers or {}),
+            stream_executor=streams,
         )
         servers = []
         for listener in self.sockets:

@@ -1,9 +1,15 @@
 """HTTP/1.1 pieces of the event-loop front: requests, WSGI environ, answers.
 
-Nothing here does I/O: :mod:`corral.core.front` reads the bytes (parsed by
-httptools) into a :class:`Request`, a pool thread runs the application on
-:func:`build_environ`'s dictionary with :func:`call_app`, and
-:func:`render` turns the answer back into bytes.
+Nothing here does I/O on a socket: :mod:`corral.core.front` reads the bytes
+(parsed by httptools) into a :class:`Request`, a pool thread runs the
+application on :func:`build_environ`'s dictionary with :func:`call_app`,
+and :func:`render` turns the answer back into bytes.
+
+An application that returns a list or a tuple has its answer collected and
+written in one piece.  Any other iterable (a generator, a file,
+``wsgi.file_wrapper``) comes back from :func:`call_app` as a
+:class:`PendingAnswer`, not iterated yet: :mod:`corral.core.front_stream`
+sends it chunk by chunk.
 """
 
 from __future__ import annotations
@@ -31,6 +37,46 @@ _REASONS = {
 _TOKEN = re.compile(r"[-!#$%&'*+.^_`|~0-9A-Za-z]+")
 # What no header value or reason phrase may hold: it would end the line.
 _LINE_BREAKING = re.compile(r"[\r\n\0]")
+# Bytes a wsgi.file_wrapper reads at a time.
+FILE_BLOCK = 1024 * 1024
+
+
+class FileWrapper:
+    """``wsgi.file_wrapper``: a file's content in blocks, and the file closed with the answer."""
+
+    def __init__(self, filelike: Any, block_size: int = FILE_BLOCK) -> None:
+        self.filelike = filelike
+        self.block_size = block_size
+
+    def __iter__(self) -> FileWrapper:
+        return self
+
+    def __next__(self) -> bytes:
+        data = self.filelike.read(self.block_size)
+        if not data:
+            raise StopIteration
+        return bytes(data)
+
+    def close(self) -> None:
+        close = getattr(self.filelike, "close", None)
+        if close is not None:
+            close()
+
+
+class PendingAnswer:
+    """An answer that is neither a list nor a tuple: sent as it is iterated, not collected.
+
+    ``started`` is ``[status, headers]`` once the application has called
+    ``start_response`` (a generator may do so only when first iterated);
+    ``written`` holds what it passed to the ``write`` callable.
+    """
+
+    __slots__ = ("started", "written", "result")
+
+    def __init__(self, started: list[Any], written: list[bytes], result: Iterable[bytes]) -> None:
+        self.started = started
+        self.written = written
+        self.result = result
 
 
 class Request:
@@ -109,6 +155,7 @@ def build_environ(
         "wsgi.multithread": True,
         "wsgi.multiprocess": multiprocess,
         "wsgi.run_once": False,
+        "wsgi.file_wrapper": FileWrapper,
     }
     if not request.whole:
         environ["CONTENT_LENGTH"] = str(request.declared)
@@ -131,18 +178,21 @@ def build_environ(
     return environ
 
 
-def call_app(app: Callable[..., Iterable[bytes]], environ: dict[str, Any]) -> Answer:
-    """Run a WSGI application to completion in the calling thread."""
+def call_app(app: Callable[..., Iterable[bytes]], environ: dict[str, Any]) -> Answer | PendingAnswer:
+    """Run a WSGI application to completion in the calling thread; any iterable but a list or tuple is left pending."""
     started: list[Any] = []
     chunks: list[bytes] = []
 
     def start_response(status: str, headers: list[tuple[str, str]], exc_info: Any = None) -> Callable[[bytes], None]:
-        if exc_info is not None and started and chunks:
+        # (a streamed answer whose head is out has a third item in started)
+        if exc_info is not None and started and (chunks or len(started) > 2):
             raise exc_info[1].with_traceback(exc_info[2])
         started[:] = [status, headers]
         return chunks.append
 
     result = app(environ, start_response)
+    if not isinstance(result, (list, tuple)):
+        return PendingAnswer(started, chunks, result)
     try:
         for chunk in result:
             if chunk:
@@ -216,3 +266,10 @@ def canned(status: int, message: str, extra: Iterable[tuple[str, str]] = ()) -> 
 
 
 REFUSED = canned(503, "Too many connections to this server process; try again later.", [("Retry-After", "1")])
+STREAMS_BUSY = "Too many uploads and downloads in progress on this server process; try again later."
+
+
+def streams_busy() -> Answer:
+    """The answer to a streamed request beyond ``max_streamed_requests``."""
+    return ("503 Service Unavailable", [("Content-Type", "application/json"), ("Retry-After", "1")],
+            [_json(STREAMS_BUSY)])

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import orjson
@@ -28,7 +28,8 @@ class RequestLog:
 
     The query string is left out (it is not needed to follow a request and
     is the one place a careless client might put a secret), and characters
-    that could forge log lines are escaped.
+    that could forge log lines are escaped.  An answer that streams is
+    logged once it is sent (closed), with the time that took.
     """
 
     def __init__(self, app: WsgiApp) -> None:
@@ -45,11 +46,39 @@ class RequestLog:
             return start_response(status, headers, exc_info) if exc_info else start_response(status, headers)
 
         try:
-            return self._app(environ, recording)
+            result = self._app(environ, recording)
+        except BaseException:
+            _log(environ, method, path, answer, started)
+            raise
+        if isinstance(result, (list, tuple)):
+            _log(environ, method, path, answer, started)
+            return result
+        return _LoggedWhenClosed(result, lambda: _log(environ, method, path, answer, started))
+
+
+class _LoggedWhenClosed:
+    """A streamed answer, logged when the server closes it."""
+
+    def __init__(self, result: Iterable[bytes], log: Callable[[], None]) -> None:
+        self._result = result
+        self._log = log
+
+    def __iter__(self) -> Iterator[bytes]:
+        return iter(self._result)
+
+    def close(self) -> None:
+        try:
+            close = getattr(self._result, "close", None)
+            if close is not None:
+                close()
         finally:
-            request_id = next((value for name, value in answer[1] if name.lower() == "x-openstack-request-id"), "-")
-            ACCESS_LOG.info('%s "%s %s" %s %.1f ms %s', environ.get("REMOTE_ADDR", "-"), _printable(method),
-                            _printable(path), answer[0], (time.perf_counter() - started) * 1000, request_id)
+            self._log()
+
+
+def _log(environ: dict[str, Any], method: str, path: str, answer: list[Any], started: float) -> None:
+    request_id = next((value for name, value in answer[1] if name.lower() == "x-openstack-request-id"), "-")
+    ACCESS_LOG.info('%s "%s %s" %s %.1f ms %s', environ.get("REMOTE_ADDR", "-"), _printable(method),
+                    _printable(path), answer[0], (time.perf_counter() - started) * 1000, request_id)
 
 
 def _printable(text: str) -> str:
