@@ -28,12 +28,16 @@ connections; beyond that a new connection is answered ``503`` with
 read: the application sees the declared length (and answers 413 in its own
 error format) and the connection is closed afterwards.
 
-Image data is too large to hold, so answers given as an iterable other
-than a list or tuple stream instead (:mod:`corral.core.front_stream`):
-they are written as the application yields them, each chunk taken within
-``send_timeout``, from a pool of threads of their own, at most
-``max_streamed`` at once per process; one more is answered 503 with
-``Retry-After``.  Lists and tuples are written in one piece, as before.
+Image data is too large to hold, so two things stream instead
+(:mod:`corral.core.front_stream`): the bodies of the requests the
+application declares (its ``streams_body(method, path)``; the application
+runs as soon as the head has arrived and reads the body as it arrives; the
+client must send each mebibyte within ``body_timeout``), and answers given
+as an iterable other than a list or tuple (written as the application
+yields them, each chunk taken within ``send_timeout``).  Such requests run
+on a pool of their own, at most ``max_streamed`` at once per process; one
+more is answered 503 with ``Retry-After``.  Lists and tuples are written in
+one piece, as before.
 
 Everything else (processes, restarts of dead workers, signals, the listening
 sockets) is gunicorn's.
@@ -64,7 +68,7 @@ from corral.core.front_http import (
     failed_answer,
     render,
 )
-from corral.core.front_stream import Outlet, StreamingConnection
+from corral.core.front_stream import BodyStream, Outlet, StreamingConnection
 
 LOG = logging.getLogger(__name__)
 
@@ -108,6 +112,7 @@ class _Front:
         # Streamed requests run on a pool of their own, so that slow uploads
         # and downloads never take the threads ordinary requests need.
         self.stream_executor = stream_executor or executor
+        self.streams_body = getattr(app, "streams_body", None)
         self._stream_slots = threading.BoundedSemaphore(limits.max_streamed)
         self.multiprocess = multiprocess
         self.connections: set[_Connection] = set()
@@ -178,6 +183,7 @@ class _Connection(StreamingConnection, asyncio.BufferedProtocol):
         self._close_after = False  # the answer being sent is the last
         self._eof = False
         self._paused = False
+        self._streaming: BodyStream | None = None  # a streamed body still arriving
         self._outlet: Outlet | None = None  # a streamed answer waiting for the socket to drain
         self._buffer = bytearray(RECEIVE_BUFFER)
         self._view = memoryview(self._buffer)
@@ -204,10 +210,11 @@ class _Connection(StreamingConnection, asyncio.BufferedProtocol):
         self.data_received(self._view[:nbytes])
 
     def data_received(self, data: bytes | memoryview) -> None:
-        if self.phase == "app" and not self._paused:
+        if self.phase == "app" and not self._paused and self._streaming is None:
             # More input while a request is answered (pipelining): taken,
             # but no more until the answer is out.  Reading is not paused
-            # for every request: that costs two system calls each.
+            # for every request: that costs two system calls each.  (A
+            # streamed body goes on arriving while its request runs.)
             assert self.transport is not None
             self.transport.pause_reading()
             self._paused = True
@@ -227,6 +234,9 @@ class _Connection(StreamingConnection, asyncio.BufferedProtocol):
             self._broken = TOO_LARGE if isinstance(error.__context__, _TooLarge) else f"Malformed request: {error}"
         except httptools.HttpParserError as error:
             self._broken = f"Malformed request: {error}"
+        if self._broken is not None and self._streaming is not None:
+            self._streaming.fail(self._broken)
+            self._streaming = None
         if self._request is not None and self._request.method is None:
             # The parser keeps a header it has not finished in a buffer of
             # its own: count what arrives, so that buffer cannot grow
@@ -240,6 +250,9 @@ class _Connection(StreamingConnection, asyncio.BufferedProtocol):
 
     def eof_received(self) -> bool:
         self._eof = True
+        if self._streaming is not None:
+            self._streaming.fail("the client closed the connection before the end of the request body")
+            self._streaming = None
         if self.phase in ("head", "body", "idle") and self._broken is None:
             if self._request is None and not self._ready:
                 self._close()
@@ -252,7 +265,10 @@ class _Connection(StreamingConnection, asyncio.BufferedProtocol):
         self.phase = "closing"
         self.deadline = float("inf")
         self.front.connections.discard(self)
-        # A thread waiting on this connection stops waiting.
+        # Threads waiting on this connection stop waiting.
+        if self._streaming is not None:
+            self._streaming.fail("the connection was closed before the end of the request body")
+            self._streaming = None
         if self._outlet is not None:
             self._outlet.lost()
             self._outlet = None
@@ -295,6 +311,9 @@ class _Connection(StreamingConnection, asyncio.BufferedProtocol):
         assert request is not None
         parser = self.parser
         request.head_done(parser.get_method(), parser.get_http_version(), parser.should_keep_alive())
+        if request.has_body and self.front.streams_body is not None and self._streams(request):
+            self._begin_stream(request)
+            return
         if not self._ready and self.phase != "app":
             self.phase = "body"
             self._expect(self.limits.body_timeout, self._body_timed_out)
@@ -310,6 +329,9 @@ class _Connection(StreamingConnection, asyncio.BufferedProtocol):
         request = self._request
         if request is None or request.skipped:
             return
+        if request.stream is not None:
+            self._feed(request.stream, body)
+            return
         request.body += body
         if len(request.body) > self.limits.max_body_size:
             # More than the limit without a declared length (chunked): the
@@ -320,6 +342,9 @@ class _Connection(StreamingConnection, asyncio.BufferedProtocol):
     def on_message_complete(self) -> None:
         request = self._request
         if request is None or request.skipped:
+            return
+        if request.stream is not None:
+            self._end_stream(request)
             return
         self._complete(request, whole=True)
 
@@ -367,6 +392,9 @@ class _Connection(StreamingConnection, asyncio.BufferedProtocol):
 
     def _dispatch(self, request: Request) -> None:
         assert self.transport is not None
+        if request.stream is not None:
+            self._dispatch_streamed(request)
+            return
         self.phase = "app"
         self.deadline = float("inf")
         environ = build_environ(
@@ -499,7 +527,10 @@ class BufferingWorker(base.Worker):
     (``gunicorn -k corral.core.front.BufferingWorker``), ``worker_connections``
     is the connection cap and ``keepalive`` the idle timeout, as for
     gunicorn's own workers, and the other limits are :class:`Limits`'
-    defaults; :func:`worker_class` makes a subclass with given limits.
+    defaults; :func:`worker_class` makes a subclass with given limits.  The
+    application's ``streams_body(method, path)``, when it has one (as the
+    applications of :mod:`corral.core.wsgi` do), names the requests whose
+    body streams.
     """
 
     # Set by worker_class(); None takes gunicorn's settings where it has them.

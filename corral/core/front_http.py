@@ -9,7 +9,9 @@ An application that returns a list or a tuple has its answer collected and
 written in one piece.  Any other iterable (a generator, a file,
 ``wsgi.file_wrapper``) comes back from :func:`call_app` as a
 :class:`PendingAnswer`, not iterated yet: :mod:`corral.core.front_stream`
-sends it chunk by chunk.
+sends it chunk by chunk.  A streamed request body (see
+:mod:`corral.core.front_stream`) raises :class:`ClientDisconnected` when the
+client goes away or stops sending before its end.
 """
 
 from __future__ import annotations
@@ -39,6 +41,16 @@ _TOKEN = re.compile(r"[-!#$%&'*+.^_`|~0-9A-Za-z]+")
 _LINE_BREAKING = re.compile(r"[\r\n\0]")
 # Bytes a wsgi.file_wrapper reads at a time.
 FILE_BLOCK = 1024 * 1024
+
+
+class ClientDisconnected(OSError):
+    """A streamed request body cannot arrive whole: the client went away, stopped sending or broke its framing.
+
+    Raised by ``wsgi.input.read()`` (and ``readline``) so that an application
+    can tell an incomplete upload from a complete one.  The connection is
+    closed after the application's answer, which the client will most
+    likely never read.
+    """
 
 
 class FileWrapper:
@@ -83,7 +95,7 @@ class Request:
     """One request as read so far; ``method`` is set once its head is complete."""
 
     __slots__ = ("method", "target", "version", "raw_headers", "keep_alive", "declared", "has_body",
-                 "expects_continue", "body", "whole", "skipped")
+                 "expects_continue", "body", "whole", "skipped", "stream")
 
     def __init__(self) -> None:
         self.method: bytes | None = None
@@ -101,6 +113,9 @@ class Request:
         # True once the request is complete or given up: later body bytes
         # are not kept.
         self.skipped = False
+        # The body as the application reads it, for a body it streams
+        # (corral.core.front_stream.BodyStream); None when read whole.
+        self.stream: Any = None
 
     def head_done(self, method: bytes, version: str, keep_alive: bool) -> None:
         self.method = method
@@ -121,6 +136,14 @@ class Request:
 
     def path_for_log(self) -> str:
         return self.target.partition(b"?")[0].decode("latin-1")[:200]
+
+
+def path_info(target: bytes) -> str:
+    """The request target's path as ``PATH_INFO`` has it (as :func:`build_environ` finds it)."""
+    if not target.startswith(b"/"):
+        after_scheme = target.partition(b"://")[2]
+        target = b"/" + after_scheme.partition(b"/")[2] if after_scheme else b"/"
+    return unquote_to_bytes(target.partition(b"?")[0]).decode("latin-1")
 
 
 def build_environ(
@@ -243,6 +266,12 @@ def render(request: Request, answer: Answer, *, keep_open: bool) -> tuple[bytes,
     return "\r\n".join(lines).encode("latin-1") + body, keep_open
 
 
+def incomplete_body(reason: str) -> Answer:
+    """The answer when a streamed body ended early and the application let the error through."""
+    return ("400 Bad Request", [("Content-Type", "application/json")],
+            [_json(f"The request body did not arrive whole: {reason}.")])
+
+
 def failed_answer() -> Answer:
     return ("500 Internal Server Error", [("Content-Type", "application/json")],
             [_json("An unexpected error occurred while processing the request.")])
@@ -267,6 +296,7 @@ def canned(status: int, message: str, extra: Iterable[tuple[str, str]] = ()) -> 
 
 REFUSED = canned(503, "Too many connections to this server process; try again later.", [("Retry-After", "1")])
 STREAMS_BUSY = "Too many uploads and downloads in progress on this server process; try again later."
+STREAMS_REFUSED = canned(503, STREAMS_BUSY, [("Retry-After", "1")])
 
 
 def streams_busy() -> Answer:

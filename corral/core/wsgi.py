@@ -4,13 +4,21 @@ Each service's application serves at its own root, so it can be mounted
 alone (``gunicorn 'corral.wsgi:placement()'``).  The composite mounts every
 service under its prefix (``/identity``, ``/placement``, ``/baremetal``,
 ``/compute``) and answers ``GET /`` with the list of services.
+
+Both carry ``streams_body(method, path)`` when a service declares
+``STREAMED_BODIES``: the requests whose body the server hands to the
+application as it arrives instead of reading it whole first (see
+:mod:`corral.core.front_stream`).  ``path`` is the whole request path, as
+``PATH_INFO`` has it before any prefix is taken off.
 """
 
 from __future__ import annotations
 
 import logging
+import re
 import time
 from collections.abc import Callable, Iterable, Iterator
+from types import ModuleType
 from typing import Any
 
 import orjson
@@ -32,8 +40,10 @@ class RequestLog:
     logged once it is sent (closed), with the time that took.
     """
 
-    def __init__(self, app: WsgiApp) -> None:
+    def __init__(self, app: WsgiApp, streams_body: Callable[[str, str], bool] | None = None) -> None:
         self._app = app
+        # Read by the server (corral.core.front) from the application it serves.
+        self.streams_body = streams_body
 
     def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
         started = time.perf_counter()
@@ -97,11 +107,29 @@ def wrap(app: WsgiApp, conf: cfg.ConfigOpts) -> WsgiApp:
     return app
 
 
+def streamed_bodies(mounted: Iterable[tuple[str, ModuleType]]) -> Callable[[str, str], bool] | None:
+    """``streams_body(method, path)`` for services mounted at these prefixes, or None if none streams a body."""
+    patterns: dict[str, list[str]] = {}
+    for prefix, module in mounted:
+        for method, pattern in getattr(module, "STREAMED_BODIES", ()):
+            patterns.setdefault(method.upper(), []).append(f"{re.escape(prefix)}(?:{pattern})")
+    if not patterns:
+        return None
+    compiled = {method: re.compile("|".join(f"(?:{item})" for item in items)) for method, items in patterns.items()}
+
+    def streams_body(method: str, path: str) -> bool:
+        pattern = compiled.get(method)
+        return pattern is not None and pattern.fullmatch(path) is not None
+
+    return streams_body
+
+
 def service_app(conf: cfg.ConfigOpts, name: str) -> WsgiApp:
     (module,) = services.load([name])
     from corral.core import health
 
-    return RequestLog(health.WithHealth(wrap(module.make_app(conf), conf), health.Health(health.checks_for(conf, [name]))))
+    app = health.WithHealth(wrap(module.make_app(conf), conf), health.Health(health.checks_for(conf, [name])))
+    return RequestLog(app, streamed_bodies([("", module)]))
 
 
 class PrefixDispatcher:
@@ -130,9 +158,11 @@ class PrefixDispatcher:
 
 def all_in_one(conf: cfg.ConfigOpts, names: Iterable[str] | None = None) -> WsgiApp:
     apps = {}
-    for module in services.load(names):
+    modules = services.load(names)
+    for module in modules:
         apps[module.PREFIX] = wrap(module.make_app(conf), conf)
     from corral.core import health
 
     checks = health.checks_for(conf, names)
-    return RequestLog(health.WithHealth(PrefixDispatcher(apps), health.Health(checks)))
+    return RequestLog(health.WithHealth(PrefixDispatcher(apps), health.Health(checks)),
+                      streamed_bodies((module.PREFIX, module) for module in modules))

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import io
+import threading
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 from corral.core.front_http import (
+    ClientDisconnected,
     FileWrapper,
     PendingAnswer,
     Request,
@@ -20,7 +22,9 @@ from corral.core.front_stream import (
     CHUNKED,
     LENGTH,
     NO_BODY,
+    STREAM_BUFFER,
     UNTIL_CLOSE,
+    BodyStream,
     Outlet,
     send_answer,
     stream_head,
@@ -148,6 +152,57 @@ def test_a_streamed_answer_head_is_checked_as_a_whole_one(headers: list[tuple[st
 def test_an_application_asking_to_close_after_a_streamed_answer_closes() -> None:
     head, _, _, close = stream_head(_request(), "200 OK", [("Connection", "close")])
     assert close and b"Connection" not in head  # the front adds it
+
+
+def _body(*chunks: bytes, end: bool = True) -> tuple[BodyStream, list[BodyStream]]:
+    rooms: list[BodyStream] = []
+    stream = BodyStream(rooms.append, wait_limit=60)
+    for chunk in chunks:
+        stream.feed(chunk)
+    if end:
+        stream.finish()
+    return stream, rooms
+
+
+def test_a_streamed_body_reads_as_a_file() -> None:
+    stream, _ = _body(b"ab", b"cd\nef", b"g\nh")
+    assert stream.read(3) == b"abc"
+    assert stream.readline() == b"d\n"
+    assert stream.readline(2) == b"ef"
+    assert list(stream) == [b"g\n", b"h"]
+    assert stream.read() == b"" and stream.read(10) == b""
+
+
+def test_a_read_waits_for_what_it_asks_or_the_end() -> None:
+    stream, _ = _body(b"abc", end=False)
+    results: list[bytes] = []
+    reader = threading.Thread(target=lambda: results.extend([stream.read(5), stream.read(5)]))
+    reader.start()
+    stream.feed(b"de")
+    stream.feed(b"fg")
+    stream.finish()
+    reader.join(timeout=60)
+    assert results == [b"abcde", b"fg"]
+
+
+def test_a_body_that_will_not_arrive_whole_raises_after_what_did_arrive() -> None:
+    stream, _ = _body(b"abc", end=False)
+    stream.fail("the client went away")
+    assert stream.read(10) == b"abc"
+    with pytest.raises(ClientDisconnected, match="the client went away"):
+        stream.read(10)
+    with pytest.raises(OSError):
+        stream.readline()
+
+
+def test_a_full_body_buffer_asks_for_more_once_half_of_it_was_read() -> None:
+    stream, rooms = _body(end=False)
+    half = STREAM_BUFFER // 2
+    assert not stream.feed(b"x" * half)
+    assert stream.feed(b"x" * half)  # full: the loop stops reading
+    assert len(stream.read(half - 1)) == half - 1 and rooms == []
+    assert stream.read(1) == b"x" and rooms == [stream]
+    assert not stream.feed(b"y")
 
 
 class _Sink:

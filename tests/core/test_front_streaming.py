@@ -1,26 +1,30 @@
-"""Streamed answers through the event-loop front, served as ``corral serve`` serves.
+"""Streamed request bodies and answers through the event-loop front, served as ``corral serve`` serves.
 
-The service is the test-only one of ``tests/support/stream_service.py``.
-Nothing is timed: deadlines are generous or short on purpose, and each test
-checks what happened, not how fast.
+The service is the test-only one of ``tests/support/stream_service.py``
+(uploads under ``/stream/upload/`` stream; it hashes what it reads). Nothing
+is timed: deadlines are generous or short on purpose, and each test checks
+what happened, not how fast.
 """
 
 from __future__ import annotations
 
 import hashlib
+import http.client
 import re
 import socket
 import struct
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 import requests
 
+from corral.core import config, services, wsgi
 from tests.support.stream_server import StreamServer
-from tests.support.stream_service import BLOCK, content
+from tests.support.stream_service import BLOCK, block, content
 
 MAX_STREAMED = 2
 
@@ -34,8 +38,8 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StreamServer]:
 
 @pytest.fixture
 def strict(tmp_path: Path) -> Iterator[StreamServer]:
-    """One thread for ordinary requests, one for streamed ones, and a one-second deadline."""
-    process = StreamServer(tmp_path, threads=1, max_streamed=1, send_timeout=1.0).start()
+    """One thread for ordinary requests, one for streamed ones, and one-second deadlines."""
+    process = StreamServer(tmp_path, threads=1, max_streamed=1, body_timeout=1.0, send_timeout=1.0).start()
     yield process
     process.stop()
 
@@ -82,6 +86,156 @@ def _served(send: Callable[[], requests.Response]) -> requests.Response:
             return response
         time.sleep(0.1)
     raise AssertionError("no place for a streamed request")
+
+
+def _peak_rss(pid: int) -> int:
+    status = Path(f"/proc/{pid}/status").read_text()
+    return int(re.search(r"^VmHWM:\s+(\d+) kB", status, re.M).group(1)) * 1024  # type: ignore[union-attr]
+
+
+# ------------------------------------------------- which requests stream
+
+
+def test_services_declare_the_requests_whose_body_streams(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(services.SERVICE_MODULES, "streamtest", "tests.support.stream_service")
+    conf = config.make_conf([], overrides={"api": {"auth_strategy": "noauth"}}, services=["streamtest"])
+    mounted = wsgi.all_in_one(conf, ["streamtest"]).streams_body  # type: ignore[attr-defined]
+    assert mounted("PUT", "/stream/upload/x")
+    assert not mounted("POST", "/stream/upload/x") and not mounted("PUT", "/stream/upload/x/y")
+    assert not mounted("PUT", "/upload/x") and not mounted("PUT", "/other/stream/upload/x")
+    alone = wsgi.service_app(conf, "streamtest").streams_body  # type: ignore[attr-defined]
+    assert alone("PUT", "/upload/x") and not alone("PUT", "/stream/upload/x")
+    assert wsgi.streamed_bodies([("/placement", SimpleNamespace())]) is None
+
+
+# ------------------------------------------------------------------ uploads
+
+
+def test_a_large_upload_streams_through_a_small_buffer(server: StreamServer) -> None:
+    size = 128 * BLOCK
+    requests.get(server.url + "/stream/ping", timeout=30)
+    worker = server.worker_pid()
+    before = _peak_rss(worker)
+    expected = hashlib.sha256()
+    connection = http.client.HTTPConnection("127.0.0.1", server.port, timeout=60)
+    connection.putrequest("PUT", "/stream/upload/large")
+    connection.putheader("Content-Length", str(size))
+    connection.endheaders()
+    for index in range(size // BLOCK):
+        data = block("large", index)
+        expected.update(data)
+        connection.send(data)
+    response = connection.getresponse()
+    answer = response.read()
+    connection.close()
+    assert response.status == 200, answer
+    result = requests.get(server.url + "/stream/events", timeout=30).json()
+    upload = [item for item in result if item["event"] == "upload" and item["name"] == "large"][0]
+    assert upload["size"] == size and upload["sha256"] == expected.hexdigest()
+    assert upload["content_length"] == str(size) and upload["streamed"]
+    # The body is far above max_body_size and was never held whole.
+    assert _peak_rss(worker) - before < size // 8
+
+
+@pytest.mark.slow
+def test_the_worker_class_streams_under_gunicorn_s_own_command(tmp_path: Path) -> None:
+    process = StreamServer(tmp_path, threads=2, gunicorn_command=True).start()
+    try:
+        body = b"".join(content("operator", 4 * BLOCK))  # far above the default max_body_size
+        response = requests.put(process.url + "/stream/upload/operator", data=body, timeout=60)
+        assert response.status_code == 200, response.text
+        assert response.json()["streamed"] and response.json()["sha256"] == hashlib.sha256(body).hexdigest()
+    finally:
+        process.stop()
+
+
+def test_a_chunked_upload_streams_without_a_length(server: StreamServer) -> None:
+    size = 8 * BLOCK + 12345
+    response = requests.put(server.url + "/stream/upload/chunked?read=100000", data=content("chunked", size),
+                            timeout=60)
+    assert response.status_code == 200, response.text
+    expected = hashlib.sha256(b"".join(content("chunked", size))).hexdigest()
+    assert response.json()["sha256"] == expected and response.json()["size"] == size
+    assert response.json()["content_length"] is None and response.json()["terminated"]
+
+
+def test_a_streamed_body_can_be_read_line_by_line_and_continue_is_honoured(server: StreamServer) -> None:
+    body = b"".join(b"line %d\n" % number for number in range(100000)) + b"no newline at the end"
+    with _connect(server) as sock:
+        sock.sendall(b"PUT /stream/upload/lines?readline=1 HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\n"
+                     b"Content-Length: %d\r\nConnection: close\r\n\r\n" % len(body))
+        assert sock.recv(65536).startswith(b"HTTP/1.1 100 Continue\r\n\r\n")
+        sock.sendall(body)
+        answer = _read_until_closed(sock)
+    assert answer.startswith(b"HTTP/1.1 200 ")
+    assert hashlib.sha256(body).hexdigest().encode() in answer
+
+
+def test_a_request_pipelined_after_a_streamed_upload_is_answered_after_it(server: StreamServer) -> None:
+    body = b"".join(content("piped", 3 * BLOCK))
+    with _connect(server) as sock:
+        sock.sendall(b"PUT /stream/upload/piped HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n" % len(body)
+                     + body + b"GET /stream/ping HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        answer = _read_until_closed(sock)
+    assert re.findall(rb"HTTP/1\.1 (\d{3}) ", answer) == [b"200", b"200"]
+    assert hashlib.sha256(body).hexdigest().encode() in answer and answer.endswith(b'{"pong":true}')
+
+
+def test_routes_not_declared_streamed_keep_the_body_size_limit(server: StreamServer) -> None:
+    response = requests.put(server.url + "/stream/whole/small", data=b"x" * 1000, timeout=30)
+    assert response.status_code == 200 and not response.json()["streamed"]
+    with _connect(server) as sock:
+        sock.sendall(b"PUT /stream/whole/big HTTP/1.1\r\nHost: x\r\nContent-Length: 100000000\r\n\r\n")
+        answer = _read_until_closed(sock)
+    # Not read: the test service hashes the nothing it was given.
+    assert answer.startswith(b"HTTP/1.1 200 ") and b'"size":0' in answer
+
+
+def test_a_client_that_stops_sending_is_cut_off_and_the_application_told(strict: StreamServer) -> None:
+    with _connect(strict) as sock:
+        sock.sendall(b"PUT /stream/upload/stalled HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n" % (10 * BLOCK)
+                     + b"x" * 100000)
+        assert _read_until_closed(sock) == b""  # closed without an answer
+    failed = _wait_for(lambda: _events(strict, "upload-failed", "stalled"), "the application's read raising")
+    assert failed[0]["size"] == 100000 and "stalled" in failed[0]["error"]
+    # The one streams' thread is free again once the application has returned.
+    response = _served(lambda: requests.put(strict.url + "/stream/upload/after", data=b"y" * BLOCK, timeout=30))
+    assert response.status_code == 200 and response.json()["size"] == BLOCK
+
+
+def test_a_client_that_goes_away_mid_body_is_an_error_for_the_application(server: StreamServer) -> None:
+    sock = _connect(server)
+    sock.sendall(b"PUT /stream/upload/gone HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+                 b"10000\r\n" + b"z" * 0x10000 + b"\r\n")
+    _wait_for(lambda: _events(server, "upload-started", "gone"), "the upload starting")
+    _reset(sock)
+    failed = _wait_for(lambda: _events(server, "upload-failed", "gone"), "the application's read raising")
+    assert failed[0]["size"] == 0x10000
+    assert requests.get(server.url + "/stream/ping", timeout=30).status_code == 200
+
+
+def test_streamed_requests_beyond_the_cap_are_refused_and_ordinary_ones_answered(server: StreamServer) -> None:
+    held = []
+    try:
+        for number in range(MAX_STREAMED):
+            sock = _connect(server)
+            sock.sendall(b"PUT /stream/upload/held-%d HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\nab" % number)
+            held.append(sock)
+        for number in range(MAX_STREAMED):
+            _wait_for(lambda: _events(server, "upload-started", f"held-{number}"), "the held uploads running")
+        with _connect(server) as sock:
+            sock.sendall(b"PUT /stream/upload/refused HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n")
+            answer = _read_until_closed(sock)
+        assert answer.startswith(b"HTTP/1.1 503 ")
+        assert b"\r\nRetry-After: 1\r\n" in answer and answer.endswith(b"}")
+        download = requests.get(server.url + "/stream/download/refused", timeout=30)
+        assert download.status_code == 503 and download.headers["Retry-After"] == "1"
+        assert "try again later" in download.json()["message"]
+        assert requests.get(server.url + "/stream/ping", timeout=30).status_code == 200
+    finally:
+        for sock in held:
+            sock.close()
+    assert _served(lambda: requests.get(server.url + "/stream/download/after?size=10", timeout=30)).ok
 
 
 # ---------------------------------------------------------------- downloads

@@ -1,7 +1,13 @@
-"""A service for tests of streamed answers: it stores nothing.
+"""A service for tests of streamed bodies and answers: it stores nothing, it counts and hashes.
 
-Mounted at ``/stream``:
+Mounted at ``/stream`` (its ``STREAMED_BODIES`` make uploads stream):
 
+``PUT /upload/<name>``
+    Streamed: reads ``wsgi.input`` (``?read=N`` bytes at a time, 1 MiB by
+    default; ``?readline=1`` line by line) and answers its size and SHA-256;
+    ``?sink=<path>`` also writes what it reads there.
+``PUT /whole/<name>``
+    The same, on a body the server reads whole first (not streamed).
 ``GET|HEAD /download/<name>?size=N``
     N bytes of :func:`content` from a generator, with Content-Length unless
     ``length=0``; ``short=1`` or ``fail=1`` end it early or raise half-way.
@@ -12,11 +18,12 @@ Mounted at ``/stream``:
 ``GET /ping``
     An ordinary answer (a list).
 ``GET /events``
-    What happened so far: downloads closed.
+    What happened so far: uploads finished or failed, downloads closed.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 import random
 import threading
@@ -26,8 +33,11 @@ from urllib.parse import parse_qs
 
 import orjson
 
+from corral.core.front_http import ClientDisconnected
+
 NAME = "streamtest"
 PREFIX = "/stream"
+STREAMED_BODIES = (("PUT", r"/upload/[^/]+"),)
 BLOCK = 1024 * 1024
 
 _EVENTS: list[dict[str, Any]] = []
@@ -93,9 +103,43 @@ def app(environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
         start_response("200 OK", [("Content-Type", "application/octet-stream"), ("Content-Length", str(size))])
         return environ["wsgi.file_wrapper"](handle, BLOCK)
     kind, _, name = path.strip("/").partition("/")
+    if method == "PUT" and kind in ("upload", "whole"):
+        return _upload(environ, start_response, name, query)
     if method in ("GET", "HEAD") and kind == "download":
         return _download(start_response, name, query)
     return _json(start_response, "404 Not Found", {"message": "Not found"})
+
+
+def _upload(environ: dict[str, Any], start_response: Callable[..., Any], name: str,
+            query: dict[str, str]) -> list[bytes]:
+    stream = environ["wsgi.input"]
+    size_per_read = int(query.get("read", BLOCK))
+    digest = hashlib.sha256()
+    size = 0
+    sink = open(query["sink"], "wb") if "sink" in query else None
+    _record({"event": "upload-started", "name": name})
+    try:
+        while True:
+            data = stream.readline() if query.get("readline") else stream.read(size_per_read)
+            if not data:
+                break
+            digest.update(data)
+            size += len(data)
+            if sink is not None:
+                sink.write(data)
+    except ClientDisconnected as error:
+        _record({"event": "upload-failed", "name": name, "size": size, "error": str(error)})
+        return _json(start_response, "400 Bad Request", {"message": str(error)})
+    finally:
+        if sink is not None:
+            sink.close()
+    result = {
+        "event": "upload", "name": name, "size": size, "sha256": digest.hexdigest(),
+        "content_length": environ.get("CONTENT_LENGTH"), "terminated": environ.get("wsgi.input_terminated", False),
+        "streamed": type(stream).__name__ == "BodyStream",
+    }
+    _record(result)
+    return _json(start_response, "200 OK", result)
 
 
 class _Answer:
