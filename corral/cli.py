@@ -269,6 +269,7 @@ def _limits(conf: cfg.ConfigOpts) -> Any:
         send_timeout=group.send_timeout,
         max_connections=group.max_connections,
         max_body_size=conf.api.max_request_body_size,
+        max_streamed=group.max_streamed_requests,
     )
 
 

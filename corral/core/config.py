@@ -118,7 +118,10 @@ SERVER_OPTS = [
         default=30.0,
         min=0.1,
         help="Seconds a client has to send a request's whole body once its "
-        "headers have arrived. Later, the server answers 408 and closes.",
+        "headers have arrived. Later, the server answers 408 and closes. "
+        "A streamed body (an image upload) must instead bring 1 MiB (or its "
+        "end) within this many seconds, again and again, or the connection "
+        "is closed.",
     ),
     cfg.FloatOpt(
         "keepalive_timeout",
@@ -138,6 +141,14 @@ SERVER_OPTS = [
         min=1,
         help="Connections one API worker process holds at once; a connection "
         "beyond that is answered 503 with Retry-After and closed.",
+    ),
+    cfg.IntOpt(
+        "max_streamed_requests",
+        default=4,
+        min=1,
+        help="Requests one API worker process runs at once whose body or "
+        "answer streams (image uploads and downloads), on threads of their "
+        "own; one more is answered 503 with Retry-After.",
     ),
 ]
 

@@ -28,6 +28,17 @@ connections; beyond that a new connection is answered ``503`` with
 read: the application sees the declared length (and answers 413 in its own
 error format) and the connection is closed afterwards.
 
+Image data is too large to hold, so two things stream instead
+(:mod:`corral.core.front_stream`): the bodies of the requests the
+application declares (its ``streams_body(method, path)``; the application
+runs as soon as the head has arrived and reads the body as it arrives; the
+client must send each mebibyte within ``body_timeout``), and answers given
+as an iterable other than a list or tuple (written as the application
+yields them, each chunk taken within ``send_timeout``).  Such requests run
+on a pool of their own, at most ``max_streamed`` at once per process; one
+more is answered 503 with ``Retry-After``.  Lists and tuples are written in
+one piece, as before.
+
 Everything else (processes, restarts of dead workers, signals, the listening
 sockets) is gunicorn's.
 """
@@ -37,6 +48,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -48,6 +60,7 @@ from gunicorn.workers import base
 from corral.core.front_http import (
     REFUSED,
     Answer,
+    PendingAnswer,
     Request,
     build_environ,
     call_app,
@@ -55,6 +68,7 @@ from corral.core.front_http import (
     failed_answer,
     render,
 )
+from corral.core.front_stream import BodyStream, Outlet, StreamingConnection
 
 LOG = logging.getLogger(__name__)
 
@@ -77,6 +91,8 @@ class Limits:
     send_timeout: float = 60.0
     max_connections: int = 1000
     max_body_size: int = 114688
+    # Requests whose body or answer streams, at once per process.
+    max_streamed: int = 4
 
     @property
     def sweep_interval(self) -> float:
@@ -88,10 +104,16 @@ class _Front:
     """What every connection of one worker process shares."""
 
     def __init__(self, app: Any, executor: ThreadPoolExecutor, limits: Limits, *,
-                 multiprocess: bool, forwarded_allow_ips: list[str], secure_scheme_headers: dict[str, str]) -> None:
+                 multiprocess: bool, forwarded_allow_ips: list[str], secure_scheme_headers: dict[str, str],
+                 stream_executor: ThreadPoolExecutor | None = None) -> None:
         self.app = app
         self.executor = executor
         self.limits = limits
+        # Streamed requests run on a pool of their own, so that slow uploads
+        # and downloads never take the threads ordinary requests need.
+        self.stream_executor = stream_executor or executor
+        self.streams_body = getattr(app, "streams_body", None)
+        self._stream_slots = threading.BoundedSemaphore(limits.max_streamed)
         self.multiprocess = multiprocess
         self.connections: set[_Connection] = set()
         self._trusted_any = "*" in forwarded_allow_ips
@@ -105,6 +127,13 @@ class _Front:
             if self._secure_headers.get(name) == value.lower():
                 return "https"
         return "http"
+
+    def take_stream(self) -> bool:
+        """A place for one more streamed request (any thread), or False when all are taken."""
+        return self._stream_slots.acquire(blocking=False)
+
+    def release_stream(self) -> None:
+        self._stream_slots.release()
 
     def busy(self) -> int:
         return sum(1 for connection in self.connections if connection.phase in ("body", "app"))
@@ -120,7 +149,7 @@ class _TooLarge(Exception):
     """The request head grew past :data:`MAX_HEAD_SIZE`."""
 
 
-class _Connection(asyncio.BufferedProtocol):
+class _Connection(StreamingConnection, asyncio.BufferedProtocol):
     """One client connection: read requests, run each on the pool, answer, repeat.
 
     httptools calls the ``on_*`` methods while it parses; complete requests
@@ -154,6 +183,8 @@ class _Connection(asyncio.BufferedProtocol):
         self._close_after = False  # the answer being sent is the last
         self._eof = False
         self._paused = False
+        self._streaming: BodyStream | None = None  # a streamed body still arriving
+        self._outlet: Outlet | None = None  # a streamed answer waiting for the socket to drain
         self._buffer = bytearray(RECEIVE_BUFFER)
         self._view = memoryview(self._buffer)
 
@@ -179,10 +210,11 @@ class _Connection(asyncio.BufferedProtocol):
         self.data_received(self._view[:nbytes])
 
     def data_received(self, data: bytes | memoryview) -> None:
-        if self.phase == "app" and not self._paused:
+        if self.phase == "app" and not self._paused and self._streaming is None:
             # More input while a request is answered (pipelining): taken,
             # but no more until the answer is out.  Reading is not paused
-            # for every request: that costs two system calls each.
+            # for every request: that costs two system calls each.  (A
+            # streamed body goes on arriving while its request runs.)
             assert self.transport is not None
             self.transport.pause_reading()
             self._paused = True
@@ -202,6 +234,9 @@ class _Connection(asyncio.BufferedProtocol):
             self._broken = TOO_LARGE if isinstance(error.__context__, _TooLarge) else f"Malformed request: {error}"
         except httptools.HttpParserError as error:
             self._broken = f"Malformed request: {error}"
+        if self._broken is not None and self._streaming is not None:
+            self._streaming.fail(self._broken)
+            self._streaming = None
         if self._request is not None and self._request.method is None:
             # The parser keeps a header it has not finished in a buffer of
             # its own: count what arrives, so that buffer cannot grow
@@ -215,6 +250,9 @@ class _Connection(asyncio.BufferedProtocol):
 
     def eof_received(self) -> bool:
         self._eof = True
+        if self._streaming is not None:
+            self._streaming.fail("the client closed the connection before the end of the request body")
+            self._streaming = None
         if self.phase in ("head", "body", "idle") and self._broken is None:
             if self._request is None and not self._ready:
                 self._close()
@@ -227,12 +265,24 @@ class _Connection(asyncio.BufferedProtocol):
         self.phase = "closing"
         self.deadline = float("inf")
         self.front.connections.discard(self)
+        # Threads waiting on this connection stop waiting.
+        if self._streaming is not None:
+            self._streaming.fail("the connection was closed before the end of the request body")
+            self._streaming = None
+        if self._outlet is not None:
+            self._outlet.lost()
+            self._outlet = None
 
     def pause_writing(self) -> None:
         self._sending = True
 
     def resume_writing(self) -> None:
         self._sending = False
+        if self._outlet is not None:
+            # The streamed answer's thread may send its next chunk.
+            self.deadline = float("inf")
+            self._outlet.accepted()
+            self._outlet = None
         if self._draining:
             self._draining = False
             self._next_request()
@@ -261,6 +311,9 @@ class _Connection(asyncio.BufferedProtocol):
         assert request is not None
         parser = self.parser
         request.head_done(parser.get_method(), parser.get_http_version(), parser.should_keep_alive())
+        if request.has_body and self.front.streams_body is not None and self._streams(request):
+            self._begin_stream(request)
+            return
         if not self._ready and self.phase != "app":
             self.phase = "body"
             self._expect(self.limits.body_timeout, self._body_timed_out)
@@ -276,6 +329,9 @@ class _Connection(asyncio.BufferedProtocol):
         request = self._request
         if request is None or request.skipped:
             return
+        if request.stream is not None:
+            self._feed(request.stream, body)
+            return
         request.body += body
         if len(request.body) > self.limits.max_body_size:
             # More than the limit without a declared length (chunked): the
@@ -286,6 +342,9 @@ class _Connection(asyncio.BufferedProtocol):
     def on_message_complete(self) -> None:
         request = self._request
         if request is None or request.skipped:
+            return
+        if request.stream is not None:
+            self._end_stream(request)
             return
         self._complete(request, whole=True)
 
@@ -333,6 +392,9 @@ class _Connection(asyncio.BufferedProtocol):
 
     def _dispatch(self, request: Request) -> None:
         assert self.transport is not None
+        if request.stream is not None:
+            self._dispatch_streamed(request)
+            return
         self.phase = "app"
         self.deadline = float("inf")
         environ = build_environ(
@@ -351,6 +413,9 @@ class _Connection(asyncio.BufferedProtocol):
         except Exception:
             LOG.exception("%s %s failed", environ["REQUEST_METHOD"], environ["PATH_INFO"])
             answer = failed_answer()
+        if isinstance(answer, PendingAnswer):
+            self._hand_off(request, answer)
+            return
         try:
             self.loop.call_soon_threadsafe(self._answer, request, answer)
         except RuntimeError:  # the loop has closed: the worker is exiting
@@ -423,7 +488,13 @@ class _Connection(asyncio.BufferedProtocol):
         assert self.transport is not None
         self.phase = "closing"
         if self.transport.can_write_eof() and not self.transport.is_closing():
-            self.transport.write_eof()
+            try:
+                self.transport.write_eof()
+            except OSError:
+                # The client reset the connection after it read the answer
+                # (load balancers' health checks do): nothing more to send.
+                self.transport.abort()
+                return
         if self._paused:
             self._paused = False
             self.transport.resume_reading()  # read and drop, so the answer is not lost to a reset
@@ -456,7 +527,10 @@ class BufferingWorker(base.Worker):
     (``gunicorn -k corral.core.front.BufferingWorker``), ``worker_connections``
     is the connection cap and ``keepalive`` the idle timeout, as for
     gunicorn's own workers, and the other limits are :class:`Limits`'
-    defaults; :func:`worker_class` makes a subclass with given limits.
+    defaults; :func:`worker_class` makes a subclass with given limits.  The
+    application's ``streams_body(method, path)``, when it has one (as the
+    applications of :mod:`corral.core.wsgi` do), names the requests whose
+    body streams.
     """
 
     # Set by worker_class(); None takes gunicorn's settings where it has them.
@@ -469,19 +543,22 @@ class BufferingWorker(base.Worker):
         loop = asyncio.new_event_loop()
         asyncio.set_event_loop(loop)
         executor = ThreadPoolExecutor(max_workers=self.cfg.threads, thread_name_prefix="wsgi")
+        streams = ThreadPoolExecutor(max_workers=limits.max_streamed, thread_name_prefix="wsgi-stream")
         try:
-            loop.run_until_complete(self._serve(limits, executor))
+            loop.run_until_complete(self._serve(limits, executor, streams))
         finally:
             executor.shutdown(wait=False)
+            streams.shutdown(wait=False)
             loop.close()
 
-    async def _serve(self, limits: Limits, executor: ThreadPoolExecutor) -> None:
+    async def _serve(self, limits: Limits, executor: ThreadPoolExecutor, streams: ThreadPoolExecutor) -> None:
         loop = asyncio.get_running_loop()
         front = _Front(
             self.wsgi, executor, limits,
             multiprocess=self.cfg.workers > 1,
             forwarded_allow_ips=_as_list(self.cfg.forwarded_allow_ips),
             secure_scheme_headers=dict(self.cfg.secure_scheme_headers or {}),
+            stream_executor=streams,
         )
         servers = []
         for listener in self.sockets:

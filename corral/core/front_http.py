@@ -1,9 +1,17 @@
 """HTTP/1.1 pieces of the event-loop front: requests, WSGI environ, answers.
 
-Nothing here does I/O: :mod:`corral.core.front` reads the bytes (parsed by
-httptools) into a :class:`Request`, a pool thread runs the application on
-:func:`build_environ`'s dictionary with :func:`call_app`, and
-:func:`render` turns the answer back into bytes.
+Nothing here does I/O on a socket: :mod:`corral.core.front` reads the bytes
+(parsed by httptools) into a :class:`Request`, a pool thread runs the
+application on :func:`build_environ`'s dictionary with :func:`call_app`,
+and :func:`render` turns the answer back into bytes.
+
+An application that returns a list or a tuple has its answer collected and
+written in one piece.  Any other iterable (a generator, a file,
+``wsgi.file_wrapper``) comes back from :func:`call_app` as a
+:class:`PendingAnswer`, not iterated yet: :mod:`corral.core.front_stream`
+sends it chunk by chunk.  A streamed request body (see
+:mod:`corral.core.front_stream`) raises :class:`ClientDisconnected` when the
+client goes away or stops sending before its end.
 """
 
 from __future__ import annotations
@@ -31,13 +39,63 @@ _REASONS = {
 _TOKEN = re.compile(r"[-!#$%&'*+.^_`|~0-9A-Za-z]+")
 # What no header value or reason phrase may hold: it would end the line.
 _LINE_BREAKING = re.compile(r"[\r\n\0]")
+# Bytes a wsgi.file_wrapper reads at a time.
+FILE_BLOCK = 1024 * 1024
+
+
+class ClientDisconnected(OSError):
+    """A streamed request body cannot arrive whole: the client went away, stopped sending or broke its framing.
+
+    Raised by ``wsgi.input.read()`` (and ``readline``) so that an application
+    can tell an incomplete upload from a complete one.  The connection is
+    closed after the application's answer, which the client will most
+    likely never read.
+    """
+
+
+class FileWrapper:
+    """``wsgi.file_wrapper``: a file's content in blocks, and the file closed with the answer."""
+
+    def __init__(self, filelike: Any, block_size: int = FILE_BLOCK) -> None:
+        self.filelike = filelike
+        self.block_size = block_size
+
+    def __iter__(self) -> FileWrapper:
+        return self
+
+    def __next__(self) -> bytes:
+        data = self.filelike.read(self.block_size)
+        if not data:
+            raise StopIteration
+        return bytes(data)
+
+    def close(self) -> None:
+        close = getattr(self.filelike, "close", None)
+        if close is not None:
+            close()
+
+
+class PendingAnswer:
+    """An answer that is neither a list nor a tuple: sent as it is iterated, not collected.
+
+    ``started`` is ``[status, headers]`` once the application has called
+    ``start_response`` (a generator may do so only when first iterated);
+    ``written`` holds what it passed to the ``write`` callable.
+    """
+
+    __slots__ = ("started", "written", "result")
+
+    def __init__(self, started: list[Any], written: list[bytes], result: Iterable[bytes]) -> None:
+        self.started = started
+        self.written = written
+        self.result = result
 
 
 class Request:
     """One request as read so far; ``method`` is set once its head is complete."""
 
     __slots__ = ("method", "target", "version", "raw_headers", "keep_alive", "declared", "has_body",
-                 "expects_continue", "body", "whole", "skipped")
+                 "expects_continue", "body", "whole", "skipped", "stream")
 
     def __init__(self) -> None:
         self.method: bytes | None = None
@@ -55,6 +113,9 @@ class Request:
         # True once the request is complete or given up: later body bytes
         # are not kept.
         self.skipped = False
+        # The body as the application reads it, for a body it streams
+        # (corral.core.front_stream.BodyStream); None when read whole.
+        self.stream: Any = None
 
     def head_done(self, method: bytes, version: str, keep_alive: bool) -> None:
         self.method = method
@@ -75,6 +136,14 @@ class Request:
 
     def path_for_log(self) -> str:
         return self.target.partition(b"?")[0].decode("latin-1")[:200]
+
+
+def path_info(target: bytes) -> str:
+    """The request target's path as ``PATH_INFO`` has it (as :func:`build_environ` finds it)."""
+    if not target.startswith(b"/"):
+        after_scheme = target.partition(b"://")[2]
+        target = b"/" + after_scheme.partition(b"/")[2] if after_scheme else b"/"
+    return unquote_to_bytes(target.partition(b"?")[0]).decode("latin-1")
 
 
 def build_environ(
@@ -109,6 +178,7 @@ def build_environ(
         "wsgi.multithread": True,
         "wsgi.multiprocess": multiprocess,
         "wsgi.run_once": False,
+        "wsgi.file_wrapper": FileWrapper,
     }
     if not request.whole:
         environ["CONTENT_LENGTH"] = str(request.declared)
@@ -131,18 +201,21 @@ def build_environ(
     return environ
 
 
-def call_app(app: Callable[..., Iterable[bytes]], environ: dict[str, Any]) -> Answer:
-    """Run a WSGI application to completion in the calling thread."""
+def call_app(app: Callable[..., Iterable[bytes]], environ: dict[str, Any]) -> Answer | PendingAnswer:
+    """Run a WSGI application to completion in the calling thread; any iterable but a list or tuple is left pending."""
     started: list[Any] = []
     chunks: list[bytes] = []
 
     def start_response(status: str, headers: list[tuple[str, str]], exc_info: Any = None) -> Callable[[bytes], None]:
-        if exc_info is not None and started and chunks:
+        # (a streamed answer whose head is out has a third item in started)
+        if exc_info is not None and started and (chunks or len(started) > 2):
             raise exc_info[1].with_traceback(exc_info[2])
         started[:] = [status, headers]
         return chunks.append
 
     result = app(environ, start_response)
+    if not isinstance(result, (list, tuple)):
+        return PendingAnswer(started, chunks, result)
     try:
         for chunk in result:
             if chunk:
@@ -193,6 +266,12 @@ def render(request: Request, answer: Answer, *, keep_open: bool) -> tuple[bytes,
     return "\r\n".join(lines).encode("latin-1") + body, keep_open
 
 
+def incomplete_body(reason: str) -> Answer:
+    """The answer when a streamed body ended early and the application let the error through."""
+    return ("400 Bad Request", [("Content-Type", "application/json")],
+            [_json(f"The request body did not arrive whole: {reason}.")])
+
+
 def failed_answer() -> Answer:
     return ("500 Internal Server Error", [("Content-Type", "application/json")],
             [_json("An unexpected error occurred while processing the request.")])
@@ -216,3 +295,11 @@ def canned(status: int, message: str, extra: Iterable[tuple[str, str]] = ()) -> 
 
 
 REFUSED = canned(503, "Too many connections to this server process; try again later.", [("Retry-After", "1")])
+STREAMS_BUSY = "Too many uploads and downloads in progress on this server process; try again later."
+STREAMS_REFUSED = canned(503, STREAMS_BUSY, [("Retry-After", "1")])
+
+
+def streams_busy() -> Answer:
+    """The answer to a streamed request beyond ``max_streamed_requests``."""
+    return ("503 Service Unavailable", [("Content-Type", "application/json"), ("Retry-After", "1")],
+            [_json(STREAMS_BUSY)])

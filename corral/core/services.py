@@ -26,6 +26,18 @@ Each entry names a module that provides:
     Run by ``corral serve`` before serving (``url`` is where the server is
     reached); returns lines to show the operator, or raises
     :class:`StartupError` with one line saying what to fix.
+``STREAMED_BODIES`` (optional)
+    ``((METHOD, regex), ...)``: requests whose body the server does not
+    read whole before the application runs (image uploads), matched with
+    ``re.fullmatch`` against the path below ``PREFIX``, for example
+    ``(("PUT", r"/v2/images/[^/]+/file"),)``.  The application runs as soon
+    as the request's head has arrived; ``wsgi.input.read()`` blocks until
+    data arrives, returns ``b""`` at the end and raises
+    :class:`corral.core.front_http.ClientDisconnected` if the client goes
+    away or stops sending.  ``max_request_body_size`` does not apply: the
+    application enforces its own limit.  Such requests, and any answer
+    given as an iterable other than a list (sent as it is produced), count
+    against ``[corral_server] max_streamed_requests``.
 """
 
 from __future__ import annotations

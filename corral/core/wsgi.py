@@ -4,13 +4,21 @@ Each service's application serves at its own root, so it can be mounted
 alone (``gunicorn 'corral.wsgi:placement()'``).  The composite mounts every
 service under its prefix (``/identity``, ``/placement``, ``/baremetal``,
 ``/compute``) and answers ``GET /`` with the list of services.
+
+Both carry ``streams_body(method, path)`` when a service declares
+``STREAMED_BODIES``: the requests whose body the server hands to the
+application as it arrives instead of reading it whole first (see
+:mod:`corral.core.front_stream`).  ``path`` is the whole request path, as
+``PATH_INFO`` has it before any prefix is taken off.
 """
 
 from __future__ import annotations
 
 import logging
+import re
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from types import ModuleType
 from typing import Any
 
 import orjson
@@ -28,11 +36,14 @@ class RequestLog:
 
     The query string is left out (it is not needed to follow a request and
     is the one place a careless client might put a secret), and characters
-    that could forge log lines are escaped.
+    that could forge log lines are escaped.  An answer that streams is
+    logged once it is sent (closed), with the time that took.
     """
 
-    def __init__(self, app: WsgiApp) -> None:
+    def __init__(self, app: WsgiApp, streams_body: Callable[[str, str], bool] | None = None) -> None:
         self._app = app
+        # Read by the server (corral.core.front) from the application it serves.
+        self.streams_body = streams_body
 
     def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
         started = time.perf_counter()
@@ -45,11 +56,39 @@ class RequestLog:
             return start_response(status, headers, exc_info) if exc_info else start_response(status, headers)
 
         try:
-            return self._app(environ, recording)
+            result = self._app(environ, recording)
+        except BaseException:
+            _log(environ, method, path, answer, started)
+            raise
+        if isinstance(result, (list, tuple)):
+            _log(environ, method, path, answer, started)
+            return result
+        return _LoggedWhenClosed(result, lambda: _log(environ, method, path, answer, started))
+
+
+class _LoggedWhenClosed:
+    """A streamed answer, logged when the server closes it."""
+
+    def __init__(self, result: Iterable[bytes], log: Callable[[], None]) -> None:
+        self._result = result
+        self._log = log
+
+    def __iter__(self) -> Iterator[bytes]:
+        return iter(self._result)
+
+    def close(self) -> None:
+        try:
+            close = getattr(self._result, "close", None)
+            if close is not None:
+                close()
         finally:
-            request_id = next((value for name, value in answer[1] if name.lower() == "x-openstack-request-id"), "-")
-            ACCESS_LOG.info('%s "%s %s" %s %.1f ms %s', environ.get("REMOTE_ADDR", "-"), _printable(method),
-                            _printable(path), answer[0], (time.perf_counter() - started) * 1000, request_id)
+            self._log()
+
+
+def _log(environ: dict[str, Any], method: str, path: str, answer: list[Any], started: float) -> None:
+    request_id = next((value for name, value in answer[1] if name.lower() == "x-openstack-request-id"), "-")
+    ACCESS_LOG.info('%s "%s %s" %s %.1f ms %s', environ.get("REMOTE_ADDR", "-"), _printable(method),
+                    _printable(path), answer[0], (time.perf_counter() - started) * 1000, request_id)
 
 
 def _printable(text: str) -> str:
@@ -68,11 +107,29 @@ def wrap(app: WsgiApp, conf: cfg.ConfigOpts) -> WsgiApp:
     return app
 
 
+def streamed_bodies(mounted: Iterable[tuple[str, ModuleType]]) -> Callable[[str, str], bool] | None:
+    """``streams_body(method, path)`` for services mounted at these prefixes, or None if none streams a body."""
+    patterns: dict[str, list[str]] = {}
+    for prefix, module in mounted:
+        for method, pattern in getattr(module, "STREAMED_BODIES", ()):
+            patterns.setdefault(method.upper(), []).append(f"{re.escape(prefix)}(?:{pattern})")
+    if not patterns:
+        return None
+    compiled = {method: re.compile("|".join(f"(?:{item})" for item in items)) for method, items in patterns.items()}
+
+    def streams_body(method: str, path: str) -> bool:
+        pattern = compiled.get(method)
+        return pattern is not None and pattern.fullmatch(path) is not None
+
+    return streams_body
+
+
 def service_app(conf: cfg.ConfigOpts, name: str) -> WsgiApp:
     (module,) = services.load([name])
     from corral.core import health
 
-    return RequestLog(health.WithHealth(wrap(module.make_app(conf), conf), health.Health(health.checks_for(conf, [name]))))
+    app = health.WithHealth(wrap(module.make_app(conf), conf), health.Health(health.checks_for(conf, [name])))
+    return RequestLog(app, streamed_bodies([("", module)]))
 
 
 class PrefixDispatcher:
@@ -101,9 +158,11 @@ class PrefixDispatcher:
 
 def all_in_one(conf: cfg.ConfigOpts, names: Iterable[str] | None = None) -> WsgiApp:
     apps = {}
-    for module in services.load(names):
+    modules = services.load(names)
+    for module in modules:
         apps[module.PREFIX] = wrap(module.make_app(conf), conf)
     from corral.core import health
 
     checks = health.checks_for(conf, names)
-    return RequestLog(health.WithHealth(PrefixDispatcher(apps), health.Health(checks)))
+    return RequestLog(health.WithHealth(PrefixDispatcher(apps), health.Health(checks)),
+                      streamed_bodies((module.PREFIX, module) for module in modules))

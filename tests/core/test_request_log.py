@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import logging
 import re
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import requests
 
+from corral.core.wsgi import RequestLog
 from tests.support.process import CorralProcess, write_config
 
 REQUEST_ID = re.compile(r"^req-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
@@ -70,3 +73,17 @@ def test_request_id_headers_as_upstream(server: CorralProcess, path: str, names:
     assert value is not None and REQUEST_ID.match(value)
     # An incoming id is the caller's global id: the answer carries a new local one.
     assert value != "req-" + "0" * 36
+
+
+def test_a_streamed_answer_is_logged_once_sent(caplog: pytest.LogCaptureFixture) -> None:
+    def app(environ: dict[str, Any], start_response: Any) -> Iterator[bytes]:
+        start_response("206 Partial Content", [("X-OpenStack-Request-Id", "req-streamed")])
+        yield b"part"
+
+    with caplog.at_level(logging.INFO, logger="corral.access"):
+        answer = RequestLog(app)({"REQUEST_METHOD": "GET", "PATH_INFO": "/image", "REMOTE_ADDR": "192.0.2.1"},
+                                 lambda status, headers, exc_info=None: None)
+        assert list(answer) == [b"part"] and not caplog.records
+        answer.close()  # type: ignore[attr-defined]
+    assert [record.getMessage().rsplit(" ", 3)[0] for record in caplog.records] == ['192.0.2.1 "GET /image" 206']
+    assert caplog.records[0].getMessage().endswith(" req-streamed")
