@@ -103,12 +103,22 @@ IMPORT_FILTERING_OPTS = [
 ]
 
 
+WRITER_OPTS = [
+    cfg.FloatOpt("lease_duration", default=60.0, min=1.0,
+                 help="Seconds after which an upload, staging or import whose process stopped renewing its "
+                 "lease is taken to be dead: its half-written data is removed and the image is queued again."),
+    cfg.FloatOpt("recovery_interval", default=30.0, min=0.1,
+                 help="How often each API process looks for such dead writers."),
+]
+
+
 def register_opts(conf: cfg.ConfigOpts) -> None:
     conf.register_opts(DATABASE_OPTS, group="image_database")
     conf.register_opts(DEFAULT_OPTS)
     conf.register_opts(LIMIT_OPTS, group="image_limits")
     conf.register_opts(IMAGE_FORMAT_OPTS, group="image_format")
     conf.register_opts(IMPORT_FILTERING_OPTS, group="import_filtering_opts")
+    conf.register_opts(WRITER_OPTS, group="corral_image")
     glance_store.register_opts(conf)
     # Glance's defaults point at /var/lib/glance; Corral keeps its state
     # under the data directory.

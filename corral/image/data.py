@@ -49,10 +49,6 @@ from corral.image.store import (
 
 LOG = logging.getLogger(__name__)
 
-# A writer renews its lease at least this often while data flows...
-LEASE_RENEWAL = 10.0
-# ...and a lease not renewed for this long belongs to a writer that is gone.
-LEASE_DURATION = 60.0
 
 
 class TooLarge(Exception):
@@ -63,8 +59,9 @@ class _CountingReader:
     """A file-like view of the incoming data that counts it, caps it and keeps the lease alive."""
 
     def __init__(self, source: IO[bytes], cap: int, too_large: Callable[[], Exception],
-                 keep_alive: Callable[[], None]) -> None:
+                 keep_alive: Callable[[], None], renew_every: float) -> None:
         self._source = source
+        self._renew_every = renew_every
         self._cap = cap
         self._too_large = too_large
         self._keep_alive = keep_alive
@@ -78,7 +75,7 @@ class _CountingReader:
         if self.count > self._cap:
             raise self._too_large()
         self.md5.update(chunk)
-        if time.monotonic() - self._renewed > LEASE_RENEWAL:
+        if time.monotonic() - self._renewed > self._renew_every:
             self._keep_alive()
             self._renewed = time.monotonic()
         return chunk
@@ -94,7 +91,13 @@ class Writer:
     conf: Any
 
     def _expires(self) -> datetime.datetime:
-        return now() + datetime.timedelta(seconds=LEASE_DURATION)
+        return now() + datetime.timedelta(seconds=self.conf.corral_image.lease_duration)
+
+    def _reader(self, image: dict[str, Any], source: IO[bytes], cap: int, too_large: Callable[[], Exception],
+                token: str) -> _CountingReader:
+        # Renewed well before it could expire (a sixth of its duration).
+        renew_every = self.conf.corral_image.lease_duration / 6
+        return _CountingReader(source, cap, too_large, self._renew(image["id"], token), renew_every)
 
     def _take(self, image: dict[str, Any], from_status: str, to_status: str, size: int | None,
               check: Callable[[Any, str, dict[str, int], int | None], None]) -> str:
@@ -156,7 +159,7 @@ class Writer:
     def _store(self, image: dict[str, Any], source: IO[bytes], size: int | None, cap: int,
                too_large: Callable[[], Exception], token: str, content_md5: str | None = None) -> dict[str, Any]:
         """Stream ``source`` into the store, inspect it; the image's new values (status ``active``)."""
-        reader = _CountingReader(source, cap, too_large, self._renew(image["id"], token))
+        reader = self._reader(image, source, cap, too_large, token)
         inspected = format_inspector.InspectWrapper(reader) if image["container_format"] == "bare" else None
         try:
             stored = self.store.add(image["id"], inspected or reader, size or 0, self.conf.hashing_algorithm)
@@ -188,7 +191,7 @@ class Writer:
         cap, too_large = self._cap(image, size)
         token = self._take(image, "queued", "uploading", size, quotas.check_stage)
         try:
-            reader = _CountingReader(source, cap, too_large, self._renew(image["id"], token))
+            reader = self._reader(image, source, cap, too_large, token)
             try:
                 written = self.staging.write(image["id"], reader)
             except FileExistsError:

@@ -34,7 +34,7 @@ pytestmark = [
     pytest.mark.filterwarnings("ignore::openstack.warnings._RemovedInSDKWarning"),
 ]
 
-DATA = bytes(range(256)) * 400  # 100 KiB
+DATA = bytes(range(256)) * 4096  # 1 MiB: more than any buffered request body
 
 
 class _Files(http.server.BaseHTTPRequestHandler):

@@ -28,8 +28,6 @@ from corral.image.store import ImageStore, Staging
 
 # Imports one process runs at a time; more wait their turn.
 IMPORT_WORKERS = 4
-# How often a process looks for uploads whose writer went away.
-RECOVERY_INTERVAL = 30.0
 
 
 class _NoMicroversions(VersionSpec):
@@ -68,8 +66,8 @@ class _Recovery:
         if now < self._next or not self._lock.acquire(blocking=False):
             return
         try:
-            self._next = now + RECOVERY_INTERVAL
             state = self._state
+            self._next = now + state.conf.corral_image.recovery_interval
             state.imports.submit(recover_expired, state.db, state.store, state.staging)
         finally:
             self._lock.release()

@@ -13,6 +13,7 @@ from typing import IO, Any
 import falcon
 import webob.byterange
 
+from corral.core.front_http import ClientDisconnected
 from corral.core.http import Route, send_empty
 from corral.image.api import common
 from corral.image.api.state import ImageState
@@ -71,8 +72,17 @@ def upload(state: ImageState, req: falcon.Request, resp: falcon.Response, image_
     if image["status"] != "queued":
         raise common.fail(409, f"Image status transition from {image['status']} to saving is not allowed")
     _check_formats(image)
-    common.run(writer(state).upload, image, _source(req), size, req.get_header("Content-MD5"))
+    _receive(writer(state).upload, image, _source(req), size, req.get_header("Content-MD5"))
     send_empty(resp)
+
+
+def _receive(work: Any, image: dict[str, Any], *args: Any) -> None:
+    """Take the image's data; a client that went away mid-way left the image queued and gets a 400."""
+    try:
+        common.run(work, image, *args)
+    except ClientDisconnected as error:
+        LOG.info("image %s: the client stopped sending its data (%s); the image stays queued", image["id"], error)
+        raise common.fail(400, "The request body did not arrive whole: the image data is incomplete.") from None
 
 
 def stage(state: ImageState, req: falcon.Request, resp: falcon.Response, image_id: str) -> None:
@@ -84,7 +94,7 @@ def stage(state: ImageState, req: falcon.Request, resp: falcon.Response, image_i
     common.enforce(state, req, "modify_image", image)
     if image["status"] != "queued":
         raise common.fail(409, f"Image status transition from {image['status']} to uploading is not allowed")
-    common.run(writer(state).stage, image, _source(req), size)
+    _receive(writer(state).stage, image, _source(req), size)
     send_empty(resp)
 
 
