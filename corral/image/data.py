@@ -51,8 +51,8 @@ LOG = logging.getLogger(__name__)
 
 
 
-class TooLarge(Exception):
-    """More data than the image may have."""
+class LeaseLost(Exception):
+    """The writer's lease was taken over (it was too slow to renew it): it must stop."""
 
 
 class _CountingReader:
@@ -115,7 +115,11 @@ class Writer:
         return token
 
     def _renew(self, image_id: str, token: str) -> Callable[[], None]:
-        return lambda: self.db.write(image_db.renew_lease, image_id, token, self._expires())
+        def renew() -> None:
+            if not self.db.write(image_db.renew_lease, image_id, token, self._expires()):
+                raise LeaseLost(f"image {image_id}: the upload's lease was taken over")
+
+        return renew
 
     def _end(self, image_id: str, token: str, values: dict[str, Any],
              properties: dict[str, str] | None = None) -> bool:
@@ -294,16 +298,22 @@ def _inspect(image: dict[str, Any], inspected: Any, conf: Any) -> int | None:
 
 def recover_expired(db: Database, store: ImageStore, staging: Staging) -> int:
     """Put images whose writer died back in ``queued``, removing what it half wrote."""
+    moment = now()
     with db.read() as conn:
-        expired = image_db.expired_leases(conn, now())
+        expired = image_db.expired_leases(conn, moment)
     recovered = 0
     for row in expired:
+        # First take the lease over (the writer may have renewed it since
+        # the read); only its holder removes data.
+        token = secrets.token_hex(16)
+        if not db.write(image_db.claim_expired, row["id"], row["lease_token"], token, moment):
+            continue
         if row["status"] == "saving" or row["status"] == "importing":
             store.remove_partial(row["id"])
         if row["status"] in ("uploading", "importing"):
             staging.remove(row["id"])
         values = {"status": "queued", "staged_size": None}
-        if db.write(image_db.end_lease, row["id"], row["lease_token"], values):
+        if db.write(image_db.end_lease, row["id"], token, values):
             LOG.warning("image %s: its %s stopped (the process writing it went away); back to queued",
                         row["id"], row["status"])
             recovered += 1

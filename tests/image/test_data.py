@@ -234,3 +234,28 @@ def test_deleting_an_image_deletes_its_data(image_api: ImageServer) -> None:
     assert image_api.stored_files() == []
     assert client.delete(f"/v2/images/{image['id']}").json()["message"].startswith(
         f"Failed to find image {image['id']} to delete")
+
+
+def test_recovery_never_takes_a_lease_its_writer_renewed(image_api: ImageServer) -> None:
+    from corral.image.data import LeaseLost, Writer
+    from corral.image.db import images as image_db
+
+    client = image_api.client(ALICE)
+    image = create(client)
+    past = datetime.datetime.now(datetime.UTC).replace(tzinfo=None) - datetime.timedelta(seconds=5)
+    _set_lease(image_api, image["id"], "saving", past)
+    db = image_api.state.db
+    with db.read() as conn:
+        (seen,) = image_db.expired_leases(conn, datetime.datetime.now(datetime.UTC).replace(tzinfo=None))
+    # The writer renews after recovery read the list, before it acts.
+    future = past + datetime.timedelta(hours=1)
+    assert db.write(image_db.renew_lease, image["id"], "dead-writer", future)
+    assert not db.write(image_db.claim_expired, image["id"], seen["lease_token"], "recovery",
+                        datetime.datetime.now(datetime.UTC).replace(tzinfo=None))
+    # A writer whose lease was taken over stops at its next renewal.
+    _set_lease(image_api, image["id"], "saving", future)
+    with db.engine.begin() as conn:
+        conn.execute(sa.update(images_table).where(images_table.c.id == image["id"]).values(lease_token="someone"))
+    writer = Writer(db, image_api.state.store, image_api.state.staging, image_api.conf)
+    with pytest.raises(LeaseLost):
+        writer._renew(image["id"], "dead-writer")()

@@ -280,6 +280,15 @@ def end_lease(conn: Connection, image_id: str, token: str, values: Mapping[str, 
     return done
 
 
+def claim_expired(conn: Connection, image_id: str, token: str, new_token: str, moment: datetime.datetime) -> bool:
+    """Take over a lease that is still the expired one seen (its writer did not renew it meanwhile)."""
+    # UPDATE images SET lease_token = :new WHERE id = :id AND lease_token = :token AND lease_expires < :now
+    return conn.execute(
+        images.update()
+        .where(images.c.id == image_id, images.c.lease_token == token, images.c.lease_expires < moment)
+        .values(lease_token=new_token)).rowcount == 1
+
+
 def expired_leases(conn: Connection, moment: datetime.datetime, limit: int = 100) -> list[dict[str, Any]]:
     # SELECT id, status, lease_token FROM images WHERE lease_expires < :now AND lease_token IS NOT NULL LIMIT :n
     rows = conn.execute(
