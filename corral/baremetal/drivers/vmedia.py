@@ -76,11 +76,7 @@ def published_path(conf: Any, node: Mapping[str, Any]) -> str:
 
 
 def published_url(task: Any) -> str:
-    base = task.conductor.conf.deploy.http_url or getattr(task.conductor, "file_server_url", None)
-    if not base:
-        raise DriverError("No [deploy] http_url is set and the conductor serves no files: BMCs cannot be "
-                          "given an image URL")
-    return f"{base.rstrip('/')}/{PUBLISH_DIR}/boot-{task.node['uuid']}.iso"
+    return images.served_url(task, f"{PUBLISH_DIR}/boot-{task.node['uuid']}.iso")
 
 
 def webserver_verify(conf: Any) -> bool | str:
