@@ -5,6 +5,7 @@ from __future__ import annotations
 from oslo_config import cfg
 
 from corral.core.config import sqlite_url
+from corral.core.service_client import client_opts, register_client_opts
 
 DATABASE_OPTS = [
     cfg.StrOpt(
@@ -236,6 +237,12 @@ DEPLOY_OPTS = [
     cfg.PortOpt("http_server_port", default=0,
                 help="Port of the conductor's file server; 0 picks a free one (set a fixed port for firewalls)."),
     cfg.StrOpt(
+        "http_image_subdir",
+        default="agent_images",
+        help="Subdirectory of http_root where the conductor publishes images from the Image service for the "
+        "agent of the direct deploy to download (at http_url/<subdir>/<node uuid>).",
+    ),
+    cfg.StrOpt(
         "ramdisk_image_download_source",
         default="local",
         choices=[
@@ -284,6 +291,8 @@ def register_opts(conf: cfg.ConfigOpts) -> None:
     conf.register_opts(AGENT_DEPLOY_OPTS, group="deploy")
     conf.register_opts(REDFISH_OPTS, group="redfish")
     conf.register_opts(DEPLOY_OPTS, group="deploy")
+    # Images given by UUID or glance:// come from the Image service (Compute registers the same group).
+    register_client_opts(conf, "glance", client_opts("Image", "/image", retries=0))
 
 
 def database_url(conf: cfg.ConfigOpts) -> str:

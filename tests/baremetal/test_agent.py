@@ -37,13 +37,15 @@ PAYLOAD = b"corral direct deploy " * 1000
 class AgentServer:
     """An all-in-one Bare Metal server whose agent settings suit tests (short heartbeats, timeouts)."""
 
-    def __init__(self, database_factory: DatabaseFactory, tmp: Path, **conductor: Any) -> None:
+    def __init__(self, database_factory: DatabaseFactory, tmp: Path, groups: dict[str, dict[str, Any]] | None = None,
+                 **conductor: Any) -> None:
         url = database_factory.new_url("baremetal")
         self.conf = make_test_conf(
             str(tmp), url,
             conductor={"check_deploy_timeouts_interval": 0.5, "clean_step_poll_interval": 0.5,
                        "node_locked_retry_attempts": 3, **conductor},
             api={"ramdisk_heartbeat_timeout": 5},
+            **(groups or {}),
         )
         engine = create_engine(url)
         migrations.upgrade(engine, TREE)

@@ -8,7 +8,8 @@ ramdisk that Corral makes into an ISO (isolinux for BIOS, GRUB for UEFI)
 with the node's ``ramdisk_kernel_arguments``.  The
 ramdisk's own init proves each boot: it calls this test back over the
 guest's network with the machine's SMBIOS UUID and its kernel command line,
-and writes a line on the serial console.
+and writes a line on the serial console.  Then one of the machines boots an
+ISO the test uploaded to the Image service, named by its image UUID.
 
 ``tools/baremetal-lab`` installs and starts what this needs (libvirtd, a
 storage pool, the kernel and busybox ramdisk); without it the test skips,
@@ -25,6 +26,7 @@ import threading
 import urllib.parse
 import uuid
 from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -33,6 +35,9 @@ from corral.core.server import ThreadedServer
 from tests.baremetal.support import wait_for, wait_for_state
 from tests.baremetal.test_provisioning import provision
 from tests.baremetal.vmedia_support import Emulator, ImageServer, require
+from tests.image.conftest import ImageServer as ImageService
+from tests.image.conftest import create, upload
+from tests.support.databases import DatabaseFactory
 
 # Emulated machines are slow when the host is busy: generous limits (a passing run takes 1 to 2 minutes).
 pytestmark = [pytest.mark.backends("first"), pytest.mark.timeout(900)]
@@ -292,3 +297,67 @@ def test_qemu_machines_boot_an_iso_and_a_kernel_with_ramdisk_from_virtual_media(
         assert machines.state(machine) == "shut off"
         cd = emulator.cd(machine["uuid"])
         assert not cd["Inserted"] and not cd.get("Image")
+
+
+@pytest.fixture
+def image_service(baremetal, database_factory: DatabaseFactory, tmp_path: Path) -> Iterator[ImageService]:
+    """The Image service (in-process, on the test's backend), where Bare Metal's [glance] endpoint points."""
+    (tmp_path / "image").mkdir()
+    server = ImageService(database_factory, tmp_path / "image")
+    baremetal.conf.set_override("endpoint_override", server.url, group="glance")
+    try:
+        yield server
+    finally:
+        baremetal.conf.clear_override("endpoint_override", group="glance")
+        server.stop()
+
+
+def test_qemu_machine_boots_an_iso_from_the_image_service(baremetal, lab, image_service) -> None:
+    client = baremetal.client()
+    settings, machines, callbacks, emulator = lab["settings"], lab["machines"], lab["callbacks"], lab["emulator"]
+    # A BIOS machine: the test above leaves it off with its CD ejected (a fresh one when run alone).
+    machine = machines.machines[0]
+    iso = build_test_iso(settings, os.path.join(lab["tmp"], "image-service"),
+                         f"console=ttyS0 corral_callback={callbacks.url_for_guest('image-service')}")
+    project = image_service.client("demo")
+    image = create(project, name="live", disk_format="iso", container_format="bare", visibility="private")
+    assert upload(project, image["id"], iso).status_code == 204
+
+    response = client.post("/v1/nodes", json={
+        "driver": "redfish", "name": "glance-iso", "owner": "demo",
+        "boot_interface": "redfish-virtual-media", "deploy_interface": "ramdisk",
+        "driver_info": {"redfish_address": emulator.url,
+                        "redfish_system_id": f"/redfish/v1/Systems/{machine['uuid']}"},
+        "properties": {"capabilities": "boot_mode:bios"},
+        "instance_info": {"boot_iso": image["id"]},
+    })
+    assert response.status_code == 201, response.text
+    node = response.json()
+    assert provision(client, "glance-iso", "manage").status_code == 202
+    wait_for_state(client, "glance-iso", "manageable")
+    assert provision(client, "glance-iso", "provide").status_code == 202
+    wait_for_state(client, "glance-iso", "available")
+    assert provision(client, "glance-iso", "active").status_code == 202
+    deployed = wait_for_state(client, "glance-iso", "active", timeout=120)
+    assert (deployed["last_error"], deployed["power_state"]) == (None, "power on")
+    info = deployed["instance_info"]
+    assert (info["image_disk_format"], info["image_container_format"]) == ("iso", "bare")
+    assert (info["image_os_hash_algo"], info["image_os_hash_value"]) == ("sha512", hashlib.sha512(iso).hexdigest())
+    # The BMC fetched the conductor's verified copy from its file server.
+    published = f"{baremetal.conductor.file_server_url}/redfish/boot-{node['uuid']}.iso"
+    assert emulator.cd(machine["uuid"])["Image"] == published
+
+    try:
+        wait_for(lambda: "image-service" in callbacks.received, timeout=BOOT_TIMEOUT, interval=0.5)
+    except AssertionError:
+        raise AssertionError(f"no boot report: serial console {machines.serial(machine)[-1500:]}; "
+                             f"emulator log {emulator.log()[-1500:]}") from None
+    assert callbacks.received["image-service"]["uuid"].lower() == machine["uuid"]
+    assert machines.state(machine) == "running"
+
+    assert provision(client, "glance-iso", "deleted").status_code == 202
+    undeployed = wait_for_state(client, "glance-iso", "available", timeout=120)
+    assert (undeployed["last_error"], undeployed["power_state"]) == (None, "power off")
+    assert machines.state(machine) == "shut off"
+    cd = emulator.cd(machine["uuid"])
+    assert not cd["Inserted"] and not cd.get("Image")

@@ -3,7 +3,11 @@
 Deploying boots the ramdisk (power on through the node's power
 interface) and waits in ``wait call-back`` for the agent's heartbeat;
 then ``standby.prepare_image`` makes the agent download the image from
-its http(s) URL, check its checksum and write it to the node's disk.
+its http(s) URL, check its checksum and write it to the node's disk.  An
+``image_source`` that is an image of the Image service (a UUID or
+``glance://<uuid>``) is first fetched by the conductor into its image
+cache, verified, and published under ``[deploy] http_root`` for the agent
+to download from the conductor's file server (``instance_info/image_url``).
 Each heartbeat checks the running command.  Afterwards the agent is shut
 down (or, with ``deploy_forces_oob_reboot``, the disks are synced and
 the power interface turns the node off), the boot device becomes the
@@ -19,13 +23,16 @@ prepare_instance_boot (60), tear_down_agent (40), boot_instance (20).
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import os
 from collections.abc import Mapping
 from typing import Any
 from urllib.parse import urlsplit
 
 from oslo_utils import strutils
 
+from corral.baremetal.drivers import glance, images
 from corral.baremetal.drivers.agent_client import AgentClient
 from corral.baremetal.db import ports as port_db
 from corral.baremetal.drivers.base import (
@@ -100,6 +107,35 @@ def image_info(task: Any) -> dict[str, Any]:
     return image
 
 
+def published_image_path(conf: Any, node: Mapping[str, Any]) -> str:
+    return os.path.join(conf.deploy.http_root, conf.deploy.http_image_subdir, node["uuid"])
+
+
+def publish_glance_image(task: Any) -> None:
+    """An ``image_source`` of the Image service: record what the Image service says of it in instance_info,
+    fetch it into the image cache (verified against its hash) and publish it on the conductor's file server,
+    where the agent downloads it (instance_info/image_url), as upstream's ``image_download_source = http``."""
+    conf = task.conductor.conf
+    info = dict(task.node.get("instance_info") or {})
+    source = info.get("image_source")
+    if not glance.is_glance_image(source):
+        return
+    image = glance.usable_image(conf, source, "image_source", task.node.get("owner"))
+    info.update(glance.instance_info_fields(image))
+    info.pop("image_url", None)
+    task.update(instance_info=info)
+    checksum = images.expected_checksum(info, source)
+    cached = glance.fetch(conf, images.ImageCache.from_conf(conf), image, checksum)
+    images.publish(cached, published_image_path(conf, task.node))
+    info["image_url"] = images.served_url(task, f"{conf.deploy.http_image_subdir}/{task.node['uuid']}")
+    task.update(instance_info=info)
+
+
+def unpublish_image(task: Any) -> None:
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(published_image_path(task.conductor.conf, task.node))
+
+
 class AgentDeploy(BaseInterface):
     interface_type = "deploy"
     name = "direct"
@@ -109,9 +145,13 @@ class AgentDeploy(BaseInterface):
         source = info.get("image_source")
         if not source:
             raise MissingParameterValue("Missing the following parameters in node's instance_info: image_source")
+        if glance.is_glance_image(source):
+            glance.usable_image(self.conf, source, "image_source", task.node.get("owner"))
+            return
         if urlsplit(str(source)).scheme not in ("http", "https"):
             raise InvalidParameterValue(
-                f"The direct deploy interface takes images by http(s) URL; image_source {source!r} is not one")
+                f"The direct deploy interface takes images by http(s) URL or from the Image service (an image "
+                f"UUID or glance://<uuid>); image_source {source!r} is neither")
         if not info.get("image_checksum") and not (info.get("image_os_hash_algo") and info.get("image_os_hash_value")):
             raise MissingParameterValue(
                 "image_checksum (or image_os_hash_algo and image_os_hash_value) is required in instance_info "
@@ -123,6 +163,8 @@ class AgentDeploy(BaseInterface):
     def deploy(self, task: Any) -> str:
         """Boot the ramdisk; the deployment goes on when the agent heartbeats."""
         _set_info(task, **{key: None for key in AGENT_KEYS})
+        # An image of the Image service is fetched and verified before the machine boots.
+        publish_glance_image(task)
         _set_info(task, agent_pending=WAITING_FOR_BOOT)
         task.driver.management.set_boot_device(task, "pxe", persistent=False)
         _power(task, "power on")
@@ -137,6 +179,8 @@ class AgentDeploy(BaseInterface):
 
     @deploy_step(priority=60)
     def prepare_instance_boot(self, task: Any) -> None:
+        # The image is on the disk: its published copy goes, as upstream removes it.
+        unpublish_image(task)
         task.driver.management.set_boot_device(task, "disk", persistent=True)
 
     @deploy_step(priority=40)
@@ -162,6 +206,7 @@ class AgentDeploy(BaseInterface):
 
     def tear_down(self, task: Any) -> None:
         _power(task, "power off")
+        unpublish_image(task)
         task.update(driver_internal_info=without_agent(task.internal_info))
 
     def clean_up(self, task: Any) -> None:
@@ -169,6 +214,7 @@ class AgentDeploy(BaseInterface):
         try:
             _power(task, "power off")
         finally:
+            unpublish_image(task)
             task.update(driver_internal_info=without_agent(task.internal_info))
 
     # ---------------------------------------------------------- cleaning

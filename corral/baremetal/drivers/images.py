@@ -1,10 +1,14 @@
 """Fetching boot images: download, checksum verification and a size-bounded cache.
 
-Images come from ``http(s)://`` or ``file://`` URLs.  A download is
+Images come from ``http(s)://`` or ``file://`` URLs, or from the Image
+service (:mod:`corral.baremetal.drivers.glance`).  A download is
 checked against the node's ``instance_info``: ``image_os_hash_algo`` +
 ``image_os_hash_value`` when given, else ``image_checksum`` (an MD5 hex
 digest, ``<algorithm>:<digest>``, or the URL of a checksum file listing
-the image's file name).  Nothing is used before its checksum matched.
+the image's file name); an Image service image against its own
+``os_hash_value``.  Nothing is used before its checksum matched, and a
+cached image with a checksum is checked again each time it is reused (a
+copy damaged on disk is fetched anew).
 
 The cache keeps verified images under ``[deploy] iso_master_path``.  A
 cached image is *in use* while it has a second hard link (the copy a node
@@ -24,7 +28,8 @@ import re
 import tempfile
 import time
 import urllib.parse
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any
 
@@ -199,23 +204,52 @@ class ImageCache:
 
     def fetch(self, url: str, checksum: Checksum | None, *, verify_tls: bool | str = True) -> str:
         """The path of a verified local copy of ``url`` (downloaded unless cached)."""
+        return self._fetch(url, url, checksum, lambda: _open(url, self.timeout, verify_tls, self.file_paths))
+
+    def fetch_image(self, image_id: str, checksum: Checksum,
+                    open_data: Callable[[], AbstractContextManager[Iterator[bytes]]]) -> str:
+        """The path of a verified local copy of image ``image_id`` of the Image service (downloaded unless cached).
+
+        The entry is keyed by the image's id and hash; ``open_data`` gives
+        the image's data as it streams from the Image service.
+        """
+        return self._fetch(f"glance://{image_id}", f"glance://{image_id}", checksum, open_data)
+
+    def image_entry(self, image_id: str, checksum: Checksum) -> str:
+        """Where the cache keeps image ``image_id`` of the Image service with that checksum."""
+        return self._entry(f"glance://{image_id}", checksum)
+
+    def _entry(self, source: str, checksum: Checksum | None) -> str:
+        key = hashlib.sha256(f"{source}\n{checksum.algorithm + ':' + checksum.value if checksum else ''}".encode())
+        return os.path.join(self.directory, key.hexdigest()[:32] + ".image")
+
+    def _fetch(self, source: str, label: str, checksum: Checksum | None,
+               open_data: Callable[[], AbstractContextManager[Iterator[bytes]]]) -> str:
         os.makedirs(self.directory, exist_ok=True)
-        key = hashlib.sha256(f"{url}\n{checksum.algorithm + ':' + checksum.value if checksum else ''}".encode())
-        path = os.path.join(self.directory, key.hexdigest()[:32] + ".image")
+        path = self._entry(source, checksum)
         # One download per image, also across conductor processes sharing the directory.
         with self._lock(path):
-            if os.path.exists(path) and self._fresh(path, checksum):
+            if os.path.exists(path) and self._fresh(path, checksum, label):
                 os.utime(path)
-                LOG.debug("image %s from the cache", url)
+                LOG.debug("image %s from the cache", label)
                 return path
-            self._download(url, path, checksum, verify_tls)
+            self._download(label, open_data, path, checksum)
             return path
 
-    def _fresh(self, path: str, checksum: Checksum | None) -> bool:
-        """An image with a checksum is good until evicted; one without is re-fetched after the TTL."""
-        if checksum is not None:
+    def _fresh(self, path: str, checksum: Checksum | None, label: str) -> bool:
+        """An image with a checksum is good while its data still matches it; one without is re-fetched after
+        the TTL."""
+        if checksum is None:
+            return time.time() - os.stat(path).st_mtime < self.ttl_seconds
+        digest = hashlib.new(checksum.algorithm)
+        with open(path, "rb") as handle:
+            for chunk in iter(lambda: handle.read(CHUNK), b""):
+                digest.update(chunk)
+        if digest.hexdigest() == checksum.value:
             return True
-        return time.time() - os.stat(path).st_mtime < self.ttl_seconds
+        LOG.warning("image cache: the cached copy of image %s no longer matches its %s checksum; fetching it again",
+                    label, checksum.algorithm)
+        return False
 
     @contextlib.contextmanager
     def _lock(self, path: str) -> Iterator[None]:
@@ -226,12 +260,13 @@ class ImageCache:
             finally:
                 fcntl.flock(handle, fcntl.LOCK_UN)
 
-    def _download(self, url: str, path: str, checksum: Checksum | None, verify_tls: bool | str) -> None:
+    def _download(self, label: str, open_data: Callable[[], AbstractContextManager[Iterator[bytes]]], path: str,
+                  checksum: Checksum | None) -> None:
         digest = hashlib.new(checksum.algorithm) if checksum else None
         handle, partial = tempfile.mkstemp(dir=self.directory, suffix=".part")
         size = 0
         try:
-            with os.fdopen(handle, "wb") as out, _open(url, self.timeout, verify_tls, self.file_paths) as chunks:
+            with os.fdopen(handle, "wb") as out, open_data() as chunks:
                 for chunk in chunks:
                     out.write(chunk)
                     size += len(chunk)
@@ -239,15 +274,15 @@ class ImageCache:
                         digest.update(chunk)
             if digest is not None and checksum is not None and digest.hexdigest() != checksum.value:
                 raise ImageChecksumError(
-                    f"The checksum of image {url} does not match: expected {checksum.algorithm} "
+                    f"The checksum of image {label} does not match: expected {checksum.algorithm} "
                     f"{checksum.value}, got {digest.hexdigest()}"
                 )
             self._make_room(size, keep=path)
             os.chmod(partial, 0o644)
             os.replace(partial, path)
-            LOG.info("image %s cached (%d bytes)", url, size)
+            LOG.info("image %s cached (%d bytes)", label, size)
         except OSError as error:
-            raise ImageDownloadFailed(f"Failed to store image {url}: {error}") from None
+            raise ImageDownloadFailed(f"Failed to store image {label}: {error}") from None
         finally:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(partial)
@@ -293,3 +328,12 @@ def publish(source: str, target: str) -> None:
         shutil.copyfile(source, partial)
     os.chmod(partial, 0o644)
     os.replace(partial, target)
+
+
+def served_url(task: Any, relative: str) -> str:
+    """The URL of ``<[deploy] http_root>/<relative>``: under ``[deploy] http_url``, else the conductor's file server."""
+    base = task.conductor.conf.deploy.http_url or getattr(task.conductor, "file_server_url", None)
+    if not base:
+        raise DriverError("No [deploy] http_url is set and the conductor serves no files: machines cannot be "
+                          "given an image URL")
+    return f"{base.rstrip('/')}/{relative}"

@@ -10,8 +10,10 @@ image to disk ("Booting a Ramdisk or an ISO"): ``instance_info/boot_iso``
 names an ISO image, or ``instance_info/kernel`` + ``ramdisk`` name a kernel
 and an initramfs that the conductor makes into an ISO (with
 ``[redfish] kernel_append_params`` and ``instance_info/ramdisk_kernel_arguments``
-as the kernel command line).  The node becomes ``active`` once it was powered
-on from the medium; undeploying powers it off and ejects the medium.
+as the kernel command line).  Each is a URL, or an image of the Image
+service by UUID or ``glance://<uuid>`` (:mod:`corral.baremetal.drivers.glance`).
+The node becomes ``active`` once it was powered on from the medium;
+undeploying powers it off and ejects the medium.
 
 Images the BMC is to fetch are published under ``[deploy] http_root`` and
 given to it as URLs under ``[deploy] http_url`` (the conductor's own file
@@ -29,7 +31,7 @@ from typing import Any
 import sushy
 
 from corral.baremetal.domain import states
-from corral.baremetal.drivers import images, iso
+from corral.baremetal.drivers import glance, images, iso
 from corral.baremetal.drivers.base import (
     BaseInterface,
     DriverError,
@@ -76,11 +78,7 @@ def published_path(conf: Any, node: Mapping[str, Any]) -> str:
 
 
 def published_url(task: Any) -> str:
-    base = task.conductor.conf.deploy.http_url or getattr(task.conductor, "file_server_url", None)
-    if not base:
-        raise DriverError("No [deploy] http_url is set and the conductor serves no files: BMCs cannot be "
-                          "given an image URL")
-    return f"{base.rstrip('/')}/{PUBLISH_DIR}/boot-{task.node['uuid']}.iso"
+    return images.served_url(task, f"{PUBLISH_DIR}/boot-{task.node['uuid']}.iso")
 
 
 def webserver_verify(conf: Any) -> bool | str:
@@ -199,27 +197,54 @@ class RedfishVirtualMediaBoot(BaseInterface):
         file_paths = self.conf.conductor.file_url_allowed_paths
         target = published_path(self.conf, task.node)
         if info.get("boot_iso"):
+            if glance.is_glance_image(info["boot_iso"]):
+                # As upstream: what the Image service says of the image goes into instance_info, and the
+                # data is checked against it like any other image's.
+                image = glance.usable_image(self.conf, info["boot_iso"], "boot_iso", task.node.get("owner"))
+                info = {**info, **glance.instance_info_fields(image)}
+                task.update(instance_info=info)
+                checksum = images.expected_checksum(info, info["boot_iso"])
+                images.publish(glance.fetch(self.conf, cache, image, checksum), target)
+                return published_url(task)
             url = images.check_url(info["boot_iso"], "boot_iso", file_paths)
             if self.conf.deploy.ramdisk_image_download_source == "http" and url.startswith(("http:", "https:")):
                 return url
             checksum = images.expected_checksum(info, url, verify_tls=verify_tls, file_paths=file_paths)
             images.publish(cache.fetch(url, checksum, verify_tls=verify_tls), target)
             return published_url(task)
-        kernel = cache.fetch(images.check_url(info.get("kernel"), "kernel", file_paths), None, verify_tls=verify_tls)
-        ramdisk = cache.fetch(images.check_url(info.get("ramdisk"), "ramdisk", file_paths), None,
-                              verify_tls=verify_tls)
+        kernel = self._local_copy(task, "kernel", cache, verify_tls)
+        ramdisk = self._local_copy(task, "ramdisk", cache, verify_tls)
         params = " ".join(p for p in (self.conf.redfish.kernel_append_params,
                                       str(info.get("ramdisk_kernel_arguments") or "")) if p.strip())
         os.makedirs(os.path.dirname(target), exist_ok=True)
         iso.build_iso(self.conf, kernel, ramdisk, params, boot_mode(task.node, self.conf), target)
         return published_url(task)
 
+    def _local_copy(self, task: Any, field: str, cache: images.ImageCache, verify_tls: bool | str) -> str:
+        """The cached copy of ``instance_info/<field>``: an Image service image (verified) or a URL."""
+        ref = (task.node.get("instance_info") or {}).get(field)
+        if glance.is_glance_image(ref):
+            image = glance.usable_image(self.conf, ref, field, task.node.get("owner"))
+            return glance.fetch(self.conf, cache, image)
+        url = images.check_url(ref, field, self.conf.conductor.file_url_allowed_paths)
+        return cache.fetch(url, None, verify_tls=verify_tls)
+
+
+def _check_reference(info: Mapping[str, Any], field: str, file_paths: Sequence[str]) -> None:
+    ref = info[field]
+    if glance.is_glance_image(ref):
+        glance.parse_image_id(ref, field)
+    else:
+        images.check_url(ref, field, file_paths)
+
 
 def check_instance_info(node: Mapping[str, Any], file_paths: Sequence[str]) -> None:
     """The instance_info a ramdisk deployment needs (no network access)."""
     info = node.get("instance_info") or {}
     if info.get("boot_iso"):
-        images.check_url(info["boot_iso"], "boot_iso", file_paths)
+        _check_reference(info, "boot_iso", file_paths)
+        if glance.is_glance_image(info["boot_iso"]):
+            return
         if bool(info.get("image_os_hash_algo")) != bool(info.get("image_os_hash_value")):
             raise InvalidParameterValue("instance_info needs both image_os_hash_algo and image_os_hash_value")
         return
@@ -229,11 +254,19 @@ def check_instance_info(node: Mapping[str, Any], file_paths: Sequence[str]) -> N
             f"Node {node['uuid']} needs instance_info/boot_iso, or instance_info/kernel and "
             f"instance_info/ramdisk, for a ramdisk deployment; missing: {', '.join(missing)}"
         )
-    images.check_url(info["kernel"], "kernel", file_paths)
-    images.check_url(info["ramdisk"], "ramdisk", file_paths)
+    _check_reference(info, "kernel", file_paths)
+    _check_reference(info, "ramdisk", file_paths)
     arguments = info.get("ramdisk_kernel_arguments")
     if arguments is not None and not isinstance(arguments, str):
         raise InvalidParameterValue("instance_info/ramdisk_kernel_arguments must be a string")
+
+
+def check_images(conf: Any, node: Mapping[str, Any]) -> None:
+    """Images of the Image service the deployment names must exist, be active and be usable by the node's owner."""
+    info = node.get("instance_info") or {}
+    for field in ("boot_iso",) if info.get("boot_iso") else ("kernel", "ramdisk"):
+        if glance.is_glance_image(info.get(field)):
+            glance.usable_image(conf, info[field], field, node.get("owner"))
 
 
 class RamdiskDeploy(BaseInterface):
@@ -248,6 +281,7 @@ class RamdiskDeploy(BaseInterface):
             )
         boot.validate(task)
         check_instance_info(task.node, self.conf.conductor.file_url_allowed_paths)
+        check_images(self.conf, task.node)
 
     @deploy_step(priority=100)
     def deploy(self, task: Any) -> None:
