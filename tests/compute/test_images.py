@@ -10,14 +10,17 @@ from __future__ import annotations
 import http.server
 import threading
 from collections.abc import Iterator
+from types import SimpleNamespace
 from typing import Any
 
+import falcon.testing
 import pytest
 import requests
 
+from corral.compute.api.handlers.servers import _forwarded_credentials
 from corral.compute.db import api_queries as q
 from corral.compute.domain.images import check_flavor_image
-from corral.compute.glance import GlanceClient
+from corral.compute.glance import Credentials, GlanceClient
 from corral.core import errors
 from corral.core.server import free_port
 from tests.compute.conftest import IMAGE, ComputeServer
@@ -160,6 +163,22 @@ def test_flavor_disk_checks_in_nova_order() -> None:
         check_flavor_image({**image, "status": "queued", "min_ram": 4096}, flavor)
     with pytest.raises(errors.BadRequest, match="memory is too small"):
         check_flavor_image({**image, "min_ram": 4096}, flavor)
+
+
+@pytest.mark.parametrize(("strategy", "expected"), [
+    ("corral", Credentials("tok", {})),
+    ("keystone", Credentials("tok", {})),
+    ("noauth2", Credentials("tok", {"X-Project-Id": "p", "X-Roles": "member"})),
+    ("http_basic", Credentials("tok", {"Authorization": "Basic YTpi"})),
+    ("noauth", Credentials("tok", {})),
+])
+def test_the_callers_own_credentials_are_forwarded(strategy: str, expected: Credentials) -> None:
+    req = falcon.testing.create_req(headers={
+        "X-Auth-Token": "tok", "X-Project-Id": "p", "X-Roles": "member", "Authorization": "Basic YTpi"})
+    state: Any = SimpleNamespace(conf=SimpleNamespace(api=SimpleNamespace(auth_strategy=strategy)))
+    assert _forwarded_credentials(state, req) == expected
+    # Without a token the Image service client uses its own ([glance] token, under noauth).
+    assert _forwarded_credentials(state, falcon.testing.create_req()).token is None
 
 
 # ------------------------------------------------------------ service down
