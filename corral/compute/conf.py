@@ -11,6 +11,7 @@ from __future__ import annotations
 from oslo_config import cfg
 
 from corral.core.config import sqlite_url
+from corral.core.service_client import client_opts, register_client_opts
 
 DEFAULT_OPTS = [
     cfg.StrOpt(
@@ -218,6 +219,10 @@ def register_opts(conf: cfg.ConfigOpts) -> None:
     conf.register_opts(QUOTA_OPTS, group="quota")
     conf.register_opts(SCHEDULER_OPTS, group="scheduler")
     _register_placement_client_opts(conf)
+    # [glance]: the Image service, where boots find their images (as nova.conf
+    # names the group). Bare Metal registers the same group; only what is
+    # missing is registered. Nova's num_retries default is 3.
+    register_client_opts(conf, "glance", client_opts("Image", "/image", retries=3))
 
 
 def _register_placement_client_opts(conf: cfg.ConfigOpts) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -18,6 +19,7 @@ from corral.compute.db.schema import API_TREE, CELL_TREE
 from corral.compute.domain import cell_admin
 from corral.compute.manager import FAKE_TRAITS, ComputeManager
 from corral.compute.scheduler.fake import FakeScheduler
+from tests.image.conftest import ImageServer, active
 from tests.support.databases import DatabaseFactory
 from tests.support.http import ApiClient
 
@@ -40,11 +42,17 @@ def migrate(url: str, tree: migrations.MigrationTree) -> None:
         engine.dispose()
 
 
+# A public, active image every project may boot (4 KiB, no min_ram or min_disk).
 IMAGE = "70a599e0-31e7-49b7-b260-868f441e862b"
 
 
 class ComputeServer:
     def __init__(self, database_factory: DatabaseFactory, tmp_dir: str, cell_urls: dict[str, str] | None = None) -> None:
+        # The Image service boots find their images in, on the same backend.
+        image_dir = Path(tmp_dir) / "image-service"
+        image_dir.mkdir(exist_ok=True)
+        self.images = ImageServer(database_factory, image_dir)
+        active(self.images.admin(), id=IMAGE, name="cirros", visibility="public")
         self.api_url = database_factory.new_url("compute_api")
         self.cell_urls = {name: database_factory.new_url(f"compute_{name}") for name in ("cell0", "cell1", "cell2")}
         self.cell_urls.update(cell_urls or {})
@@ -58,6 +66,7 @@ class ComputeServer:
                 "database": {"connection": self.cell_urls["cell1"]},
                 "compute": {"cell0_connection": self.cell_urls["cell0"], "auto_map_cells": False},
                 "api": {"auth_strategy": "noauth2"},
+                "glance": {"endpoint_override": self.images.url},
                 "cells": {"timeout": 3.0, "connect_timeout": 1.0, "down_cell_recheck_interval": 0.0},
                 # Small pools: the database servers are shared with every other test.
                 "corral_database": {"max_pool_size": 2, "max_overflow": 6},
@@ -137,6 +146,7 @@ class ComputeServer:
         self.server.stop()
         self.state.cells.close()
         self.state.api_db.dispose()
+        self.images.stop()
 
 
 @pytest.fixture(scope="session")

@@ -22,7 +22,7 @@ from corral.placement.api.app import load_standard_names
 from corral.placement.api.app import make_app as placement_app
 from corral.placement.db.schema import TREE as PLACEMENT_TREE
 from corral.placement.db.tables import metadata as placement_metadata
-from tests.compute.conftest import ComputeServer
+from tests.compute.conftest import IMAGE, ComputeServer
 from tests.support.databases import DatabaseFactory
 from tests.support.http import ApiClient
 
@@ -173,7 +173,7 @@ def test_quota_enforced(e2e: tuple[ComputeServer, PlacementSide]) -> None:
     compute.boot(name="q1")
     compute.boot(name="q2")
     refused = compute.client("2.69", token=USER_A).post("/v2.1/servers", json={"server": {
-        "name": "q3", "flavorRef": "1", "imageRef": "i", "networks": "none"}})
+        "name": "q3", "flavorRef": "1", "imageRef": IMAGE, "networks": "none"}})
     assert refused.status_code == 403
     assert "Quota exceeded for instances" in refused.json()["forbidden"]["message"]
 

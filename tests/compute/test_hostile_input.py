@@ -9,7 +9,7 @@ import pytest
 
 from corral.compute.api.routes import all_routes
 from corral.core.edge import MAX_JSON_DEPTH
-from tests.compute.conftest import ComputeServer
+from tests.compute.conftest import IMAGE, ComputeServer
 
 USER_A = "user-a:project-a"
 USER_B = "user-b:project-b"
@@ -47,7 +47,7 @@ def test_nul_in_a_server_filter_is_400_and_no_cell_goes_down(remembering: Comput
     assert [(s["id"], s["status"]) for s in listed.json()["servers"]] == [(server, "ACTIVE")]
     # And boots are not refused for a cell that looks down.
     assert cloud.client("2.69", token=USER_B).post("/v2.1/servers", json={"server": {
-        "name": "b-vm2", "flavorRef": "1", "imageRef": "img", "networks": "none"}}).status_code == 202
+        "name": "b-vm2", "flavorRef": "1", "imageRef": IMAGE, "networks": "none"}}).status_code == 202
 
 
 def test_nul_in_a_path_is_400(compute: ComputeServer) -> None:
@@ -59,14 +59,14 @@ def test_nul_in_a_body_is_400_and_nothing_is_created(cloud: ComputeServer) -> No
     client = cloud.client("2.69")
     flavor = {"name": "a\x00b", "ram": 256, "vcpus": 1, "disk": 1, "id": "nul"}
     _bad_request(client.post("/v2.1/flavors", json={"flavor": flavor}))
-    server = {"name": "vm\x00", "flavorRef": "1", "imageRef": "img", "networks": "none"}
+    server = {"name": "vm\x00", "flavorRef": "1", "imageRef": IMAGE, "networks": "none"}
     _bad_request(cloud.client("2.69", token=USER_A).post("/v2.1/servers", json={"server": server}))
     assert client.get("/v2.1/flavors/nul").status_code == 404
     assert cloud.client("2.69", token=USER_A).get("/v2.1/servers").json()["servers"] == []
 
 
 def test_nul_in_the_token_is_400(cloud: ComputeServer) -> None:
-    server = {"name": "vm", "flavorRef": "1", "imageRef": "img", "networks": "none"}
+    server = {"name": "vm", "flavorRef": "1", "imageRef": IMAGE, "networks": "none"}
     _bad_request(cloud.client("2.69", token="user-a:proj\x00ect-a").post("/v2.1/servers", json={"server": server}))
     assert cloud.client("2.69").get("/v2.1/servers?all_tenants=1").json()["servers"] == []
 

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from corral.core.server import ThreadedServer
-from tests.compute.conftest import ComputeServer
+from tests.compute.conftest import IMAGE, ComputeServer
 from tests.compute.test_down_cells import UNREACHABLE
 
 pytestmark = [
@@ -138,7 +138,7 @@ def test_openstacksdk_compute_proxy(two_cells: tuple[ComputeServer, dict[str, st
         assert {s.id: s.status for s in compute.servers()} == {s: "ACTIVE" for s in servers.values()}
         flavor = compute.find_flavor("m1.tiny")
         assert flavor is not None and flavor.ram == 512
-        created = compute.create_server(name="sdk-vm", flavor_id=flavor.id, image_id="img", networks="none")
+        created = compute.create_server(name="sdk-vm", flavor_id=flavor.id, image_id=IMAGE, networks="none")
         assert compute.get_server(created.id).status == "BUILD"
         cloud.run_computes()
         assert compute.get_server(created.id).status == "ACTIVE"

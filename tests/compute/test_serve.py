@@ -11,6 +11,7 @@ import pytest
 import requests
 
 from corral.core.server import free_port
+from tests.support.images import active_image
 from tests.support.process import CorralProcess, write_config
 
 pytestmark = pytest.mark.slow
@@ -40,7 +41,9 @@ def test_all_in_one_boots_through_placement(data_dir: Path, tmp_path: Path) -> N
             if providers:
                 break
             time.sleep(0.2)
-        body = {"server": {"name": "vm", "flavorRef": "1", "imageRef": "img", "networks": "none"}}
+        # Compute finds the image in the Image service of the same server.
+        image = active_image(process.url + "/image", {"X-Auth-Token": "admin"}, name="cirros")
+        body = {"server": {"name": "vm", "flavorRef": "1", "imageRef": image["id"], "networks": "none"}}
         resp = requests.post(compute + "/servers", json=body, headers=HEADERS, timeout=30)
         assert resp.status_code == 202, resp.text
         server_id = resp.json()["server"]["id"]
@@ -51,6 +54,7 @@ def test_all_in_one_boots_through_placement(data_dir: Path, tmp_path: Path) -> N
             time.sleep(0.2)
         assert server is not None and server["status"] == "ACTIVE", server
         assert server["OS-EXT-SRV-ATTR:host"] == "aio-host"
+        assert server["image"]["id"] == image["id"]
         allocations = requests.get(f"{process.url}/placement/allocations/{server_id}",
                                    headers={"X-Auth-Token": "admin"}, timeout=30).json()["allocations"]
         assert len(allocations) == 1
@@ -76,7 +80,8 @@ def test_a_fresh_serve_invents_no_compute_host(data_dir: Path, tmp_path: Path) -
         assert requests.get(compute + "/os-services", headers=HEADERS, timeout=30).json()["services"] == []
         flavor = {"flavor": {"name": "tiny", "ram": 256, "vcpus": 1, "disk": 1, "id": "1"}}
         assert requests.post(compute + "/flavors", json=flavor, headers=HEADERS, timeout=30).status_code == 200
-        body = {"server": {"name": "vm", "flavorRef": "1", "imageRef": "img", "networks": "none"}}
+        image = active_image(process.url + "/image", {"X-Auth-Token": "admin"}, name="cirros")
+        body = {"server": {"name": "vm", "flavorRef": "1", "imageRef": image["id"], "networks": "none"}}
         resp = requests.post(compute + "/servers", json=body, headers=HEADERS, timeout=30)
         assert resp.status_code == 202, resp.text
         server = requests.get(f"{compute}/servers/{resp.json()['server']['id']}", headers=HEADERS, timeout=30)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tests.compute.conftest import ComputeServer
+from tests.compute.conftest import IMAGE, ComputeServer
 
 USER_A = "user-a:project-a"
 
@@ -84,7 +84,7 @@ def test_quota_sets_show_detail_update(cloud: ComputeServer) -> None:
     assert resp.status_code == 200
     assert resp.json()["quota_set"]["instances"] == 1 and "id" not in resp.json()["quota_set"]
     refused = user.post("/v2.1/servers", json={"server": {
-        "name": "x", "flavorRef": "1", "imageRef": "i", "networks": "none"}})
+        "name": "x", "flavorRef": "1", "imageRef": IMAGE, "networks": "none"}})
     assert refused.status_code == 403
     assert refused.json()["forbidden"]["message"].startswith("Quota exceeded for instances")
     assert admin.delete("/v2.1/os-quota-sets/project-a").status_code == 202
@@ -97,7 +97,7 @@ def test_multiple_create_stops_at_quota(cloud: ComputeServer) -> None:
     admin = cloud.client("2.69")
     admin.put("/v2.1/os-quota-sets/project-a", json={"quota_set": {"instances": 3}})
     resp = cloud.client("2.69", token=USER_A).post("/v2.1/servers", json={"server": {
-        "name": "many", "flavorRef": "1", "imageRef": "i", "networks": "none", "min_count": 1, "max_count": 5,
+        "name": "many", "flavorRef": "1", "imageRef": IMAGE, "networks": "none", "min_count": 1, "max_count": 5,
         "return_reservation_id": True}})
     assert resp.status_code == 202
     reservation = resp.json()["reservation_id"]

@@ -107,7 +107,7 @@ def test_openstack_cli_with_the_written_clouds_yaml(cloud: Cloud) -> None:
     assert [row["name"] for row in cloud.osc("baremetal", "node", "list")] == [node["name"]]
     cloud.osc("flavor", "create", "--ram", "256", "--vcpus", "1", "--disk", "1", "--id", "1", "tiny")
     assert [row["Name"] for row in cloud.osc("flavor", "list")] == ["tiny"]
-    # Corral has no image service: the image goes in a block device mapping.
+    # A boot from a block device mapping: the image is recorded, not looked up.
     server = cloud.osc("server", "create", "--flavor", "tiny", "--nic", "none", "--wait", "--block-device",
                        f"uuid={IMAGE},source_type=image,destination_type=local,boot_index=0", "vm-1")
     assert server["status"] == "ACTIVE"
@@ -126,8 +126,11 @@ def test_openstacksdk_finds_every_service_from_the_catalog(cloud: Cloud, monkeyp
         node = conn.baremetal.create_node(driver="fake-hardware", name="sdk-node", resource_class="metal")
         assert conn.baremetal.get_node("sdk-node").id == node.id
         flavor = conn.compute.create_flavor(name="sdk-flavor", ram=128, vcpus=1, disk=1)
-        created = conn.compute.create_server(name="sdk-vm", flavor_id=flavor.id, image_id=IMAGE, networks="none")
+        image = conn.image.create_image(name="sdk-image", data=b"\0" * 4096, disk_format="raw",
+                                        container_format="bare", wait=True, allow_duplicates=True)
+        created = conn.compute.create_server(name="sdk-vm", flavor_id=flavor.id, image_id=image.id, networks="none")
         assert conn.compute.wait_for_server(created, wait=60).status == "ACTIVE"
+        assert conn.compute.get_server(created).image.id == image.id
         assert "sdk-vm" in {server.name for server in conn.compute.servers()}
         conn.compute.delete_server(created)
         conn.compute.wait_for_delete(created, wait=60)

@@ -19,11 +19,10 @@ import yaml
 
 from corral.core.server import free_port
 from tests.identity.conftest import wait_for_compute_host
+from tests.support.images import active_image
 from tests.support.process import CorralProcess, write_config
 
 pytestmark = [pytest.mark.slow, pytest.mark.backends("first")]
-
-IMAGE = "70a599e0-31e7-49b7-b260-868f441e862b"
 
 
 @pytest.fixture
@@ -77,7 +76,9 @@ def test_services_trust_an_external_keystone(two_servers: tuple[CorralProcess, C
                              headers={"X-Auth-Token": token}).json()["resource_providers"]
     assert [provider["name"] for provider in providers] == ["kshost"]
     deadline = time.monotonic() + 60
-    body = {"server": {"name": "vm", "flavorRef": "1", "imageRef": IMAGE, "networks": "none"}}
+    # Compute looks the image up with the client's token, which the Image service checks with Keystone too.
+    image = active_image(f"{corral.url}/image", {"X-Auth-Token": token}, name="cirros")
+    body = {"server": {"name": "vm", "flavorRef": "1", "imageRef": image["id"], "networks": "none"}}
     created = requests.post(f"{corral.url}/compute/v2.1/servers", json=body, headers=headers, timeout=30)
     assert created.status_code == 202, created.text
     server_id = created.json()["server"]["id"]

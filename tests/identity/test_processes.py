@@ -22,11 +22,11 @@ import yaml
 from corral.core.server import free_port
 from tests.identity.conftest import wait_for_compute_host
 from tests.support.databases import DatabaseFactory
+from tests.support.images import active_image
 from tests.support.process import CorralProcess, write_config
 
 pytestmark = pytest.mark.slow
 
-IMAGE = "70a599e0-31e7-49b7-b260-868f441e862b"
 COMPUTE = {"OpenStack-API-Version": "compute 2.69"}
 
 
@@ -96,7 +96,8 @@ def test_a_member_sees_only_its_project_and_is_refused_admin_operations(
     bob = {"X-Auth-Token": _token(base, "bob", "pw", "project-b"), **COMPUTE}
     wait_for_compute_host(base, admin["X-Auth-Token"])
 
-    body = {"server": {"name": "a-vm", "flavorRef": "1", "imageRef": IMAGE, "networks": "none"}}
+    image = active_image(f"{base}/image", admin, visibility="public", name="cirros")
+    body = {"server": {"name": "a-vm", "flavorRef": "1", "imageRef": image["id"], "networks": "none"}}
     created = requests.post(f"{base}/compute/v2.1/servers", json=body, headers=alice, timeout=30)
     assert created.status_code == 202, created.text
     server_id = created.json()["server"]["id"]

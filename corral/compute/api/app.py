@@ -78,6 +78,7 @@ def _make_authenticator(conf: cfg.ConfigOpts) -> auth.Authenticator:
 
 def build_state(conf: cfg.ConfigOpts, scheduler: Any = None) -> ComputeState:
     from corral.compute.cells import CellRegistry
+    from corral.compute.glance import GlanceClient
     from corral.compute.domain.cell_admin import ensure_default_cells
     from corral.compute.scheduler import make_scheduler
 
@@ -89,6 +90,7 @@ def build_state(conf: cfg.ConfigOpts, scheduler: Any = None) -> ComputeState:
     )
     state.cells = CellRegistry(conf, api_db)
     state.scheduler = scheduler if scheduler is not None else make_scheduler(conf)
+    state.images = GlanceClient(conf)
     if conf.compute.auto_map_cells:
         try:
             ensure_default_cells(conf, api_db, migrate=False)

@@ -20,3 +20,5 @@ class ComputeState:
     cells: Any = None
     # corral.compute.scheduler.SchedulerClient.
     scheduler: Any = None
+    # corral.compute.glance.GlanceClient: where boots find their images.
+    images: Any = None

@@ -32,3 +32,19 @@ class CellDatabaseError(errors.InternalError):
 
     def __str__(self) -> str:
         return self.detail
+
+
+class ImageServiceFailed(errors.InternalError):
+    """The Image service could not be reached, or answered a boot's image lookup as nobody expects.
+
+    Nova lets these through its API as a 500 computeFault naming the
+    exception (``nova.exception.GlanceConnectionFailed`` after its retries,
+    or glanceclient's for an unexpected status); the detail goes to the log.
+    """
+
+    def __init__(self, exception_class: str, detail: str) -> None:
+        super().__init__(UNEXPECTED_MESSAGE.format(name=exception_class))
+        self.detail = detail
+
+    def __str__(self) -> str:
+        return self.detail

@@ -14,9 +14,10 @@ from corral.compute.api import links, policies, util, views
 from corral.compute.api.state import ComputeState
 from corral.compute.db import cell_queries as cq
 from corral.compute.db import flavors as flavor_db
-from corral.compute.domain import instance_list, servers, states
+from corral.compute.domain import images, instance_list, servers, states
 from corral.compute.domain import services as service_domain
 from corral.compute.domain.scheduling import known_zones
+from corral.compute.glance import Credentials
 
 CELL_DOWN_SUPPORT = (2, 69)
 NETWORKS_REQUIRED = (2, 37)
@@ -362,6 +363,11 @@ def _boot_request(state: ComputeState, req: falcon.Request, body: dict[str, Any]
         raise errors.BadRequest("min_count and max_count must be at least 1")
     if min_count > max_count:
         raise errors.BadRequest("min_count must be <= max_count")
+    if image_id is not None:
+        # Asked of the Image service with the caller's credentials, as Nova asks Glance.
+        image = images.requested_image(state.images, _forwarded_credentials(state, req), image_id)
+        images.check_flavor_image(image, flavor)
+        image_id = image["id"]
     hints = body.get("os:scheduler_hints") or body.get("OS-SCH-HNT:scheduler_hints") or {}
     config_drive = server.get("config_drive")
     return servers.BootRequest(
@@ -381,6 +387,22 @@ def _boot_request(state: ComputeState, req: falcon.Request, body: dict[str, Any]
         max_count=max_count,
         scheduler_hints=hints,
     )
+
+
+# Headers besides the token that make up a noauth2 caller's identity.
+_NOAUTH2_IDENTITY = ("X-Project-Id", "X-Roles", "OpenStack-System-Scope")
+
+
+def _forwarded_credentials(state: ComputeState, req: falcon.Request) -> Credentials:
+    """The caller's own credentials, for the Image service to see the images the caller may see."""
+    strategy = state.conf.api.auth_strategy
+    headers: dict[str, str] = {}
+    if strategy == "noauth2":
+        headers = {name: value for name in _NOAUTH2_IDENTITY if (value := req.get_header(name)) is not None}
+    elif strategy == "http_basic":
+        headers = {"Authorization": req.get_header("Authorization") or ""}
+    # 'corral' and 'keystone': the token the request came with; 'noauth': the Image service asks for none.
+    return Credentials(req.get_header("X-Auth-Token") or None, headers)
 
 
 def _zone_and_host(state: ComputeState, req: falcon.Request, requested: str | None) -> tuple[str | None, str | None]:
