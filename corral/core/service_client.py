@@ -21,6 +21,7 @@ from typing import Any
 import requests
 from oslo_config import cfg
 
+from corral.core import local_calls
 from corral.core.service_auth import ServiceCredentials
 
 LOG = logging.getLogger(__name__)
@@ -70,8 +71,17 @@ class ServiceClient:
             session = requests.Session()
             session.trust_env = False
             session.headers["Accept"] = "application/json"
+            local = self._local_app()
+            if local is not None:
+                session.mount(self.endpoint, local_calls.LocalAdapter(local))
             self._local.session = session
         return session
+
+    def _local_app(self) -> Any:
+        """This process's own application, when the endpoint is this server's own (see corral.core.local_calls)."""
+        if self._conf[self._group].endpoint_override:
+            return None
+        return local_calls.app_for(self._conf)
 
     def _service_token(self) -> str:
         with self._credentials_lock:

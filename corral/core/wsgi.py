@@ -24,7 +24,7 @@ from typing import Any
 import orjson
 from oslo_config import cfg
 
-from corral.core import auth, services
+from corral.core import auth, local_calls, services
 
 WsgiApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
 
@@ -164,5 +164,8 @@ def all_in_one(conf: cfg.ConfigOpts, names: Iterable[str] | None = None) -> Wsgi
     from corral.core import health
 
     checks = health.checks_for(conf, names)
-    return RequestLog(health.WithHealth(PrefixDispatcher(apps), health.Health(checks)),
-                      streamed_bodies((module.PREFIX, module) for module in modules))
+    composite = RequestLog(health.WithHealth(PrefixDispatcher(apps), health.Health(checks)),
+                           streamed_bodies((module.PREFIX, module) for module in modules))
+    # Calls this process's services make to one another go straight to it.
+    local_calls.register(conf, composite)
+    return composite

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import concurrent.futures
 import subprocess
 import sys
 import time
@@ -106,3 +107,40 @@ def test_compute_role_without_a_driver_is_one_clear_error(data_dir: Path, tmp_pa
         "Error: --role compute needs a virt driver: set [DEFAULT] compute_driver (fake.FakeDriver)"
     )
     assert "Traceback" not in result.stderr
+
+
+def test_more_boots_at_once_than_threads_all_succeed(data_dir: Path, tmp_path: Path) -> None:
+    """Each boot calls Placement and the Image service of the same server: in the calling thread, so a
+    server with two threads takes six boots at once (over the network each call would need a thread
+    of its own, and none would be left)."""
+    port = free_port()
+    config = write_config(tmp_path / "corral.conf", {
+        "DEFAULT": {"host": "aio-host", "compute_driver": "fake.FakeDriver"},
+        "api": {"auth_strategy": "noauth2"},
+        "compute": {"poll_interval": 0.2},
+        "glance": {"request_timeout": 5, "num_retries": 0},
+        "placement": {"request_timeout": 5},
+    })
+    process = CorralProcess(config, data_dir, port=port, extra_args=["--threads", "2"]).start(wait_path="/compute/")
+    try:
+        compute = process.url + "/compute/v2.1"
+        flavor = {"flavor": {"name": "tiny", "ram": 64, "vcpus": 1, "disk": 1, "id": "1"}}
+        assert requests.post(compute + "/flavors", json=flavor, headers=HEADERS, timeout=30).status_code == 200
+        image = active_image(process.url + "/image", {"X-Auth-Token": "admin"}, name="cirros")
+        deadline = time.monotonic() + 60
+        while not requests.get(process.url + "/placement/resource_providers", headers={"X-Auth-Token": "admin"},
+                               timeout=30).json()["resource_providers"] and time.monotonic() < deadline:
+            time.sleep(0.2)
+
+        def boot(index: int) -> requests.Response:
+            body = {"server": {"name": f"vm-{index}", "flavorRef": "1", "imageRef": image["id"],
+                               "networks": "none"}}
+            return requests.post(compute + "/servers", json=body, headers=HEADERS, timeout=60)
+
+        with concurrent.futures.ThreadPoolExecutor(6) as pool:
+            answers = list(pool.map(boot, range(6)))
+        assert [answer.status_code for answer in answers] == [202] * 6, [a.text for a in answers]
+        assert ' "local" "GET /image/v2/images/' not in process.log()
+        assert 'local "GET /image/v2/images/' in process.log()
+    finally:
+        process.stop()

@@ -18,6 +18,7 @@ from typing import Any
 import requests
 from oslo_config import cfg
 
+from corral.core import local_calls
 from corral.core.service_auth import ServiceCredentials
 from corral.compute.scheduler import (
     ComputeNodeReport,
@@ -50,6 +51,10 @@ class PlacementScheduler:
                 "OpenStack-API-Version": PLACEMENT_VERSION,
                 "Accept": "application/json",
             })
+            # Placement served by this very process: called in this thread (see corral.core.local_calls).
+            local = None if self._conf.placement.endpoint else local_calls.app_for(self._conf)
+            if local is not None:
+                session.mount(self._endpoint, local_calls.LocalAdapter(local))
             self._local.session = session
         return session
 
