@@ -24,7 +24,6 @@ import base64
 import binascii
 import contextlib
 import datetime
-import hashlib
 import logging
 import secrets
 import time
@@ -67,14 +66,12 @@ class _CountingReader:
         self._keep_alive = keep_alive
         self._renewed = time.monotonic()
         self.count = 0
-        self.md5 = hashlib.md5(usedforsecurity=False)
 
     def read(self, size: int = -1) -> bytes:
         chunk = self._source.read(size)
         self.count += len(chunk)
         if self.count > self._cap:
             raise self._too_large()
-        self.md5.update(chunk)
         if time.monotonic() - self._renewed > self._renew_every:
             self._keep_alive()
             self._renewed = time.monotonic()
@@ -180,7 +177,8 @@ class Writer:
                 inspected.close()
         try:
             virtual_size = _inspect(image, inspected, self.conf) if inspected is not None else None
-            _check_md5(content_md5, reader.md5.hexdigest())
+            # (The store computed the data's MD5 as it wrote it.)
+            _check_md5(content_md5, stored.checksum)
         except ImageError:
             self.store.delete(stored.location)
             raise
