@@ -144,7 +144,7 @@ SERVER_OPTS = [
     ),
     cfg.IntOpt(
         "max_streamed_requests",
-        default=4,
+        default=16,
         min=1,
         help="Requests one API worker process runs at once whose body or "
         "answer streams (image uploads and downloads), on threads of their "

@@ -92,7 +92,7 @@ class Limits:
     max_connections: int = 1000
     max_body_size: int = 114688
     # Requests whose body or answer streams, at once per process.
-    max_streamed: int = 4
+    max_streamed: int = 16
 
     @property
     def sweep_interval(self) -> float:
