@@ -232,7 +232,9 @@ class CellRegistry:
         return database
 
     def _new_database(self, url: str) -> CellDatabase:
-        plain = database_from_conf(self._conf, url, connect_timeout=self._conf.cells.connect_timeout)
+        # Every cell takes [database]'s pool options, as nova's cells do.
+        timeout = self._conf.cells.connect_timeout
+        plain = database_from_conf(self._conf, url, "database", connect_timeout=timeout)
         return CellDatabase(plain.engine, max_retries=plain.max_retries)
 
     def _abandon_database(self, cell: CellMapping) -> None:

@@ -136,7 +136,7 @@ def make_validator(conf: cfg.ConfigOpts, db: Database | None = None) -> TokenVal
     from corral.identity import conf as identity_conf
 
     if db is None:
-        db = database_from_conf(conf, identity_conf.database_url(conf))
+        db = database_from_conf(conf, identity_conf.database_url(conf), "identity_database")
     return TokenValidator(
         KeyRing(identity_conf.key_repository(conf)),
         RevocationCache(db, conf.token.revocation_check_interval),
