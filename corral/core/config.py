@@ -142,6 +142,16 @@ DATABASE_TUNING_OPTS = [
         help="Milliseconds data sent to a database may stay unacknowledged before the "
         "connection is dropped (0: the system's default).",
     ),
+    cfg.FloatOpt(
+        "liveness_check_after",
+        default=3.0,
+        min=0.0,
+        help="Seconds a connection may be in use before its database is checked with a new "
+        "connection (bounded by connect_timeout). A database that does not answer has every "
+        "connection to it cut, so the requests waiting on it are answered 503 at once, and new "
+        "ones too until it answers again; one that answers is left alone, however long its "
+        "statements run. 0 turns the check off.",
+    ),
 ]
 
 

@@ -10,8 +10,10 @@ SQLite is configured for concurrent use: WAL journal, a busy timeout, and
 ``BEGIN IMMEDIATE`` for write transactions so that two writers queue on the
 write lock instead of failing half-way with "database is locked".
 
-PostgreSQL and MariaDB engines bound waits on a database that stopped
-answering (:class:`NetworkSettings`: connect timeout, TCP keepalives).
+PostgreSQL and MariaDB engines bound every wait on a database that
+stopped answering (:class:`NetworkSettings`: connect timeout, TCP
+keepalives, and :mod:`corral.core.db_liveness` for a database that
+accepts connections but never answers).
 """
 
 from __future__ import annotations
@@ -32,6 +34,8 @@ import sqlalchemy as sa
 from sqlalchemy import event, exc
 from sqlalchemy.dialects import mysql
 from sqlalchemy.engine import Connection, Engine
+
+from corral.core.db_liveness import Liveness
 
 LOG = logging.getLogger(__name__)
 
@@ -86,6 +90,7 @@ class NetworkSettings:
     keepalives_interval: int = 2
     keepalives_count: int = 3
     tcp_user_timeout: int = 10000  # milliseconds, as libpq counts it
+    liveness_check_after: float = 3.0
 
     @classmethod
     def from_conf(cls, conf: Any) -> NetworkSettings:
@@ -158,10 +163,28 @@ def create_engine(
         connect_args=args,
         **kwargs,
     )
+    liveness = None
+    if network.liveness_check_after > 0:
+        liveness = Liveness(engine, _prober(engine, args), network.liveness_check_after)
     if backend == "mysql":
         _mysql_after_handshake(engine, parsed, network)
-    _ping_idle_connections(engine, ping_idle)
+    _watch_checkouts(engine, liveness, ping_idle)
     return engine
+
+
+def _prober(engine: Engine, args: dict[str, Any]) -> Callable[[], None]:
+    """Open and close one connection, outside the pool, as the engine would open it."""
+
+    def probe() -> None:
+        cargs, cparams = engine.dialect.create_connect_args(engine.url)
+        cparams.update(args)
+        if engine.dialect.name == "mysql":
+            # The handshake only: the probe runs no statement.
+            bound = int(cparams.get("connect_timeout") or NetworkSettings.connect_timeout)
+            cparams.update(read_timeout=bound, write_timeout=bound)
+        engine.dialect.connect(*cargs, **cparams).close()
+
+    return probe
 
 
 def _mysql_after_handshake(engine: Engine, url: sa.URL, network: NetworkSettings) -> None:
@@ -169,7 +192,7 @@ def _mysql_after_handshake(engine: Engine, url: sa.URL, network: NetworkSettings
     # and write, so a long statement would fail as a dead server does.
     # Unless the URL asks for them, they bound the handshake only; a
     # connection that dies later is noticed by TCP keepalives (tuned here
-    # as libpq tunes PostgreSQL's).
+    # as libpq tunes PostgreSQL's) and by Liveness.
     keep_read, keep_write = "read_timeout" in url.query, "write_timeout" in url.query
 
     @event.listens_for(engine, "connect")
@@ -204,13 +227,16 @@ def _tune_keepalive(sock: socket.socket | None, network: NetworkSettings) -> Non
 IDLE_BEFORE_PING = 5.0
 
 
-def _ping_idle_connections(engine: Engine, ping_idle: bool) -> None:
+def _watch_checkouts(engine: Engine, liveness: Liveness | None, ping_idle: bool) -> None:
     @event.listens_for(engine, "checkin")
     def _on_checkin(_dbapi_connection: Any, record: Any) -> None:
         record.info["checked_in_at"] = time.monotonic()
 
     @event.listens_for(engine, "checkout")
     def _on_checkout(dbapi_connection: Any, record: Any, _proxy: Any) -> None:
+        if liveness is not None:
+            # First, so that a ping stuck on a dead database is seen too.
+            liveness.on_checkout(dbapi_connection, record)
         returned = record.info.get("checked_in_at")
         if not ping_idle or returned is None or time.monotonic() - returned < IDLE_BEFORE_PING:
             return
