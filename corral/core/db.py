@@ -13,7 +13,8 @@ write lock instead of failing half-way with "database is locked".
 PostgreSQL and MariaDB engines bound every wait on a database that
 stopped answering (:class:`NetworkSettings`: connect timeout, TCP
 keepalives, and :mod:`corral.core.db_liveness` for a database that
-accepts connections but never answers).
+accepts connections but never answers); :func:`is_connection_error` tells
+those failures apart, and the API answers them 503.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ from sqlalchemy import event, exc
 from sqlalchemy.dialects import mysql
 from sqlalchemy.engine import Connection, Engine
 
-from corral.core.db_liveness import Liveness
+from corral.core.db_liveness import Liveness, unreachable_log
 
 LOG = logging.getLogger(__name__)
 
@@ -360,6 +361,15 @@ def is_connection_error(error: BaseException) -> bool:
     return sqlstate is None or sqlstate[:2] in _PG_UNREACHABLE_CLASSES or sqlstate in _PG_UNREACHABLE_STATES
 
 
+def is_database_unavailable(error: BaseException) -> bool:
+    """A database failed to answer (:func:`is_connection_error`), as SQLAlchemy reports it.
+
+    Other code's connection errors and timeouts (a BMC, another service)
+    say nothing about a database.
+    """
+    return isinstance(error, exc.SQLAlchemyError) and is_connection_error(error)
+
+
 def is_data_error(error: BaseException) -> bool:
     """The database refused a value one request supplied (the client's fault)."""
     if isinstance(error, exc.DataError):
@@ -411,16 +421,27 @@ class Database:
         return cls(create_engine(url, **engine_kwargs), max_retries=max_retries)
 
     @contextlib.contextmanager
+    def _reporting(self) -> Iterator[None]:
+        # The request is answered 503 (corral.core.http.to_api_error); the
+        # operator learns which database, once every few seconds.
+        try:
+            yield
+        except Exception as error:
+            if is_database_unavailable(error):
+                unreachable_log(self.engine).warning(error)
+            raise
+
+    @contextlib.contextmanager
     def read(self) -> Iterator[Connection]:
         """A read-only transaction (deferred on SQLite: no write lock)."""
-        with self.engine.connect() as conn:
+        with self._reporting(), self.engine.connect() as conn:
             with conn.begin():
                 yield conn
 
     @contextlib.contextmanager
     def transaction(self) -> Iterator[Connection]:
         """One write transaction, without retries (see :meth:`write`)."""
-        with self._queue_for_writing(), self._writer.begin() as conn:
+        with self._reporting(), self._queue_for_writing(), self._writer.begin() as conn:
             yield conn
 
     def write(self, work: Callable[..., T], *args: Any, **kwargs: Any) -> T:
@@ -430,12 +451,18 @@ class Database:
         failures and busy locks, so ``work`` must not have side effects
         outside the database.
         """
+        with self._reporting():
+            return self._write(work, *args, **kwargs)
+
+    def _write(self, work: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         attempt = 0
         while True:
             try:
                 with self._queue_for_writing(), self._writer.begin() as conn:
                     return work(conn, *args, **kwargs)
             except exc.DBAPIError as error:
+                # A database that cannot be reached is not retried here:
+                # the caller answers at once rather than wait again.
                 if not is_retriable(error) or attempt >= self.max_retries:
                     raise
                 attempt += 1
