@@ -79,4 +79,5 @@ def health_checks(conf: cfg.ConfigOpts) -> list[Any]:
     from corral.core import health
 
     names = ("compute.api_database", "compute.cell0", "compute.cell1")
-    return [health.database_check(name, url, tree) for name, (tree, url) in zip(names, migration_targets(conf))]
+    targets = migration_targets(conf)
+    return [health.database_check(name, url, tree, conf) for name, (tree, url) in zip(names, targets)]

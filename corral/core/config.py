@@ -216,6 +216,13 @@ SERVER_OPTS = [
         help="Connections one API worker process holds at once; a connection "
         "beyond that is answered 503 with Retry-After and closed.",
     ),
+    cfg.FloatOpt(
+        "healthcheck_timeout",
+        default=2.0,
+        min=0.1,
+        help="Seconds GET /healthcheck waits for its checks (run side by side); a part that "
+        "has not answered by then is reported down.",
+    ),
 ]
 
 

@@ -72,7 +72,8 @@ def service_app(conf: cfg.ConfigOpts, name: str) -> WsgiApp:
     (module,) = services.load([name])
     from corral.core import health
 
-    return RequestLog(health.WithHealth(wrap(module.make_app(conf), conf), health.Health(health.checks_for(conf, [name]))))
+    checks = health.Health(health.checks_for(conf, [name]), conf.corral_server.healthcheck_timeout).start()
+    return RequestLog(health.WithHealth(wrap(module.make_app(conf), conf), checks))
 
 
 class PrefixDispatcher:
@@ -105,5 +106,5 @@ def all_in_one(conf: cfg.ConfigOpts, names: Iterable[str] | None = None) -> Wsgi
         apps[module.PREFIX] = wrap(module.make_app(conf), conf)
     from corral.core import health
 
-    checks = health.checks_for(conf, names)
-    return RequestLog(health.WithHealth(PrefixDispatcher(apps), health.Health(checks)))
+    checks = health.Health(health.checks_for(conf, names), conf.corral_server.healthcheck_timeout).start()
+    return RequestLog(health.WithHealth(PrefixDispatcher(apps), checks))
