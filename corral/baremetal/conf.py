@@ -4,16 +4,13 @@ from __future__ import annotations
 
 from oslo_config import cfg
 
-from corral.core.config import sqlite_url
+from corral.core.config import database_opts, sqlite_url
 from corral.core.service_client import client_opts, register_client_opts
 
-DATABASE_OPTS = [
-    cfg.StrOpt(
-        "connection",
-        secret=True,
-        help="Database URL for Bare Metal; an embedded SQLite file under state_path when unset.",
-    ),
-]
+DATABASE_OPTS = database_opts(
+    "Database URL for Bare Metal; "
+    "an embedded SQLite file under state_path when unset."
+)
 
 DEFAULT_OPTS = [
     cfg.ListOpt(

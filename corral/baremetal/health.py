@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from oslo_config import cfg
+from sqlalchemy.engine import Connection
 
 from corral.core import health
 
@@ -11,29 +12,21 @@ def checks(conf: cfg.ConfigOpts) -> list[health.Check]:
     from corral.baremetal import conf as baremetal_conf
     from corral.baremetal.db.schema import TREE
 
-    url = baremetal_conf.database_url(conf)
-    return [health.database_check("baremetal.database", url, TREE), _conductors(conf, url)]
+    # The conductors' heartbeats are read in the database check's one
+    # statement: one round trip tells both parts.
+    check = health.database_check("baremetal.database", baremetal_conf.database_url(conf), TREE, conf,
+                                  query=_conductors(conf), query_names=("baremetal.conductors",))
+    return [check]
 
 
-def _conductors(conf: cfg.ConfigOpts, url: str) -> health.Check:
+def _conductors(conf: cfg.ConfigOpts) -> health.Query:
     """At least one conductor has sent a heartbeat within [conductor] heartbeat_timeout."""
-    import sqlalchemy as sa
-
     from corral.baremetal.db import conductors
-    from corral.core.db import create_engine
 
-    engine: list[sa.engine.Engine] = []
-
-    def check() -> list[health.Part]:
-        if not engine:
-            engine.append(create_engine(url, pool_size=1, max_overflow=1, connect_timeout=3))
-        try:
-            with engine[0].connect() as conn:
-                alive = len(conductors.alive(conn, conf.conductor.heartbeat_timeout))
-        except sa.exc.SQLAlchemyError:
-            return [health.Part("baremetal.conductors", health.DOWN, "cannot be read from the database")]
+    def query(conn: Connection) -> list[health.Part]:
+        alive = len(conductors.alive(conn, conf.conductor.heartbeat_timeout))
         if not alive:
             return [health.Part("baremetal.conductors", health.DOWN, "no conductor has sent a heartbeat recently")]
         return [health.Part("baremetal.conductors", health.OK, f"{alive} alive")]
 
-    return check
+    return query

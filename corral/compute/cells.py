@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import concurrent.futures
 import logging
-import socket
 import threading
 import time
 import weakref
@@ -39,6 +38,7 @@ from sqlalchemy import event
 from sqlalchemy.engine import Connection
 
 from corral.core.db import Database, database_from_conf, is_connection_error
+from corral.core.db_liveness import shutdown_socket
 from corral.compute.db import api_tables as t
 
 LOG = logging.getLogger(__name__)
@@ -108,26 +108,6 @@ class _CellHealth:
     stuck: concurrent.futures.Future[Any] | None = None
 
 
-def _shutdown_socket(dbapi_connection: Any) -> None:
-    """Unblock a thread stuck reading from a database that stopped answering."""
-    sock = getattr(dbapi_connection, "_sock", None)  # PyMySQL
-    try:
-        if sock is not None:
-            sock.shutdown(socket.SHUT_RDWR)
-            return
-        pgconn = getattr(dbapi_connection, "pgconn", None)  # psycopg 3
-        if pgconn is not None:
-            fd = pgconn.socket
-            with socket.socket(fileno=fd) as raw:
-                try:
-                    raw.shutdown(socket.SHUT_RDWR)
-                finally:
-                    # The file descriptor stays owned by libpq.
-                    raw.detach()
-    except OSError:
-        pass
-
-
 class CellDatabase(Database):
     """A cell's database, whose connections can be cut from outside.
 
@@ -150,7 +130,7 @@ class CellDatabase(Database):
 
     def interrupt(self) -> None:
         for dbapi_connection in list(self._opened):
-            _shutdown_socket(dbapi_connection)
+            shutdown_socket(dbapi_connection)
 
 
 class CellRegistry:
@@ -232,7 +212,9 @@ class CellRegistry:
         return database
 
     def _new_database(self, url: str) -> CellDatabase:
-        plain = database_from_conf(self._conf, url, connect_timeout=self._conf.cells.connect_timeout)
+        # Every cell takes [database]'s pool options, as nova's cells do.
+        timeout = self._conf.cells.connect_timeout
+        plain = database_from_conf(self._conf, url, "database", connect_timeout=timeout)
         return CellDatabase(plain.engine, max_retries=plain.max_retries)
 
     def _abandon_database(self, cell: CellMapping) -> None:

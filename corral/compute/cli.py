@@ -30,7 +30,7 @@ def _load(config_files: Sequence[str], data_dir: str | None) -> cfg.ConfigOpts:
 @contextmanager
 def _api_db(config_files: Sequence[str], data_dir: str | None) -> Iterator[tuple[cfg.ConfigOpts, Database]]:
     conf = _load(config_files, data_dir)
-    api_db = database_from_conf(conf, compute_conf.api_database_url(conf))
+    api_db = database_from_conf(conf, compute_conf.api_database_url(conf), "api_database")
     try:
         yield conf, api_db
     except CellAdminError as error:

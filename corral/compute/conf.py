@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from oslo_config import cfg
 
-from corral.core.config import sqlite_url
+from corral.core.config import database_opts, sqlite_url
 from corral.core.service_client import client_opts, register_client_opts
 
 DEFAULT_OPTS = [
@@ -23,21 +23,15 @@ DEFAULT_OPTS = [
     ),
 ]
 
-API_DATABASE_OPTS = [
-    cfg.StrOpt(
-        "connection",
-        secret=True,
-        help="Database URL of the Compute API database; an embedded SQLite file under state_path when unset.",
-    ),
-]
+API_DATABASE_OPTS = database_opts(
+    "Database URL of the Compute API database; "
+    "an embedded SQLite file under state_path when unset."
+)
 
-DATABASE_OPTS = [
-    cfg.StrOpt(
-        "connection",
-        secret=True,
-        help="Database URL of the default cell (cell1); an embedded SQLite file under state_path when unset.",
-    ),
-]
+DATABASE_OPTS = database_opts(
+    "Database URL of the default cell (cell1); "
+    "an embedded SQLite file under state_path when unset."
+)
 
 CELLS_OPTS = [
     cfg.FloatOpt(

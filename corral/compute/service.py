@@ -63,9 +63,9 @@ def start_background(conf: cfg.ConfigOpts, role: str) -> list[Any]:
     from corral.compute.manager import ComputeManager
     from corral.compute.scheduler import make_scheduler
 
-    api_db = database_from_conf(conf, compute_conf.api_database_url(conf))
+    api_db = database_from_conf(conf, compute_conf.api_database_url(conf), "api_database")
     cell_url = compute_conf.cell1_database_url(conf)
-    cell_db = database_from_conf(conf, cell_url)
+    cell_db = database_from_conf(conf, cell_url, "database")
     if conf.compute.auto_map_cells:
         ensure_default_cells(conf, api_db, migrate=False)
     manager = ComputeManager(
@@ -79,4 +79,5 @@ def health_checks(conf: cfg.ConfigOpts) -> list[Any]:
     from corral.core import health
 
     names = ("compute.api_database", "compute.cell0", "compute.cell1")
-    return [health.database_check(name, url, tree) for name, (tree, url) in zip(names, migration_targets(conf))]
+    targets = migration_targets(conf)
+    return [health.database_check(name, url, tree, conf) for name, (tree, url) in zip(names, targets)]

@@ -98,7 +98,84 @@ DATABASE_TUNING_OPTS = [
         min=0,
         help="Times a transaction is retried after a deadlock or serialization failure.",
     ),
+    cfg.IntOpt(
+        "connection_recycle_time",
+        default=3600,
+        min=-1,
+        help="Seconds after which a pooled connection is replaced by a new one on its next "
+        "checkout (-1: never).",
+    ),
+    cfg.IntOpt(
+        "pool_timeout",
+        default=10,
+        min=1,
+        help="Seconds a request waits for a free pooled connection before it is answered 503.",
+    ),
+    # How long to wait on a database host that stopped answering: see
+    # README, "Production".  A value in a database URL's query string
+    # (?connect_timeout=10) wins over these.
+    cfg.IntOpt(
+        "connect_timeout",
+        default=5,
+        min=1,
+        help="Seconds to open a connection, handshake included (PostgreSQL: libpq's "
+        "connect_timeout, at least 2; MariaDB: PyMySQL's connect_timeout, and its read and "
+        "write timeouts during the handshake).",
+    ),
+    cfg.IntOpt(
+        "keepalives_idle",
+        default=5,
+        min=1,
+        help="Seconds without traffic before TCP keepalive probes are sent on a database connection.",
+    ),
+    cfg.IntOpt("keepalives_interval", default=2, min=1, help="Seconds between TCP keepalive probes."),
+    cfg.IntOpt(
+        "keepalives_count",
+        default=3,
+        min=1,
+        help="Unanswered TCP keepalive probes after which a database connection is dropped.",
+    ),
+    cfg.IntOpt(
+        "tcp_user_timeout",
+        default=10000,
+        min=0,
+        help="Milliseconds data sent to a database may stay unacknowledged before the "
+        "connection is dropped (0: the system's default).",
+    ),
+    cfg.FloatOpt(
+        "liveness_check_after",
+        default=3.0,
+        min=0.0,
+        help="Seconds a connection may be in use before its database is checked with a new "
+        "connection (bounded by connect_timeout). A database that does not answer has every "
+        "connection to it cut, so the requests waiting on it are answered 503 at once, and new "
+        "ones too until it answers again; one that answers is left alone, however long its "
+        "statements run. 0 turns the check off.",
+    ),
 ]
+
+
+def database_opts(connection_help: str) -> list[cfg.Opt]:
+    """A service's ``[..._database]`` group: its URL and oslo.db's pool options.
+
+    Pool options left unset take their value from ``[corral_database]``.
+    """
+    return [
+        cfg.StrOpt("connection", secret=True, help=connection_help),
+        cfg.IntOpt("max_pool_size", min=1, help="Connections kept per engine ([corral_database] when unset)."),
+        cfg.IntOpt("max_overflow", min=0, help="Extra connections allowed ([corral_database] when unset)."),
+        cfg.IntOpt(
+            "pool_timeout",
+            min=1,
+            help="Seconds to wait for a free pooled connection before answering 503 "
+            "([corral_database] when unset).",
+        ),
+        cfg.IntOpt(
+            "connection_recycle_time",
+            min=-1,
+            help="Seconds after which a pooled connection is replaced ([corral_database] when unset).",
+        ),
+    ]
 
 
 # How ``corral serve`` treats clients (see corral/core/front.py).  A slow
@@ -149,6 +226,13 @@ SERVER_OPTS = [
         help="Requests one API worker process runs at once whose body or "
         "answer streams (image uploads and downloads), on threads of their "
         "own; one more is answered 503 with Retry-After.",
+    ),
+    cfg.FloatOpt(
+        "healthcheck_timeout",
+        default=2.0,
+        min=0.1,
+        help="Seconds GET /healthcheck waits for its checks (run side by side); a part that "
+        "has not answered by then is reported down.",
     ),
 ]
 

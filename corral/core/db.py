@@ -9,23 +9,34 @@ serialization failure or (SQLite) a busy lock.  Reads use
 SQLite is configured for concurrent use: WAL journal, a busy timeout, and
 ``BEGIN IMMEDIATE`` for write transactions so that two writers queue on the
 write lock instead of failing half-way with "database is locked".
+
+PostgreSQL and MariaDB engines bound every wait on a database that
+stopped answering (:class:`NetworkSettings`: connect timeout, TCP
+keepalives, and :mod:`corral.core.db_liveness` for a database that
+accepts connections but never answers); :func:`is_connection_error` tells
+those failures apart, and the API answers them 503.
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
+import math
 import os
 import random
+import socket
 import threading
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
 import sqlalchemy as sa
 from sqlalchemy import event, exc
 from sqlalchemy.dialects import mysql
 from sqlalchemy.engine import Connection, Engine
+
+from corral.core.db_liveness import Liveness, unreachable_log
 
 LOG = logging.getLogger(__name__)
 
@@ -67,36 +78,146 @@ def normalize_url(url: str) -> str:
     return url
 
 
+@dataclass(frozen=True)
+class NetworkSettings:
+    """How long to wait on a database host that stopped answering.
+
+    The defaults are ``[corral_database]``'s (see README, "Production");
+    a value in a database URL's query string wins over them.
+    """
+
+    connect_timeout: int = 5
+    keepalives_idle: int = 5
+    keepalives_interval: int = 2
+    keepalives_count: int = 3
+    tcp_user_timeout: int = 10000  # milliseconds, as libpq counts it
+    liveness_check_after: float = 3.0
+
+    @classmethod
+    def from_conf(cls, conf: Any) -> NetworkSettings:
+        tuning = conf.corral_database
+        return cls(**{name: getattr(tuning, name) for name in cls.__dataclass_fields__})
+
+
+def connect_args(url: sa.URL, settings: NetworkSettings) -> dict[str, Any]:
+    """The driver arguments that bound waits on the database, less those the URL sets itself."""
+    backend = url.get_backend_name()
+    if backend == "postgresql":
+        # libpq's own names: a URL may carry any of them, as with oslo.db.
+        defaults: dict[str, Any] = {
+            "connect_timeout": settings.connect_timeout,
+            "keepalives": 1,
+            "keepalives_idle": settings.keepalives_idle,
+            "keepalives_interval": settings.keepalives_interval,
+            "keepalives_count": settings.keepalives_count,
+            "tcp_user_timeout": settings.tcp_user_timeout,
+        }
+    elif backend == "mysql":
+        # PyMySQL reads the server's greeting with read_timeout: without
+        # one, a server that accepts connections and says nothing holds
+        # the connect for ever.  See _mysql_after_handshake.
+        bound = settings.connect_timeout
+        defaults = {"connect_timeout": bound, "read_timeout": bound, "write_timeout": bound}
+    else:
+        return {}
+    return {name: value for name, value in defaults.items() if name not in url.query}
+
+
 def create_engine(
     url: str,
     *,
     pool_size: int = 10,
     max_overflow: int = 20,
+    pool_timeout: float = 10,
+    recycle: int = 3600,
     sqlite_busy_timeout: int = 30,
+    network: NetworkSettings | None = None,
     connect_timeout: float | None = None,
+    isolation_level: str = "READ COMMITTED",
+    ping_idle: bool = True,
     **kwargs: Any,
 ) -> Engine:
+    """An engine whose waits on an unreachable database are bounded (see :class:`NetworkSettings`).
+
+    ``connect_timeout`` overrides ``network``'s; ``ping_idle=False`` skips
+    the check of connections idle for a while (for callers whose first
+    statement is itself that check).
+    """
     url = normalize_url(url)
     parsed = sa.engine.make_url(url)
     backend = parsed.get_backend_name()
     if backend == "sqlite":
         return _create_sqlite_engine(parsed, sqlite_busy_timeout, **kwargs)
-    connect_args: dict[str, Any] = dict(kwargs.pop("connect_args", {}))
+    network = network or NetworkSettings()
     if connect_timeout is not None:
-        connect_args["connect_timeout"] = max(1, int(connect_timeout))
+        network = replace(network, connect_timeout=max(1, math.ceil(connect_timeout)))
+    args = {**connect_args(parsed, network), **kwargs.pop("connect_args", {})}
     if backend == "mysql" and parsed.query.get("charset") is None:
         parsed = parsed.update_query_dict({"charset": "utf8mb4"})
     engine = sa.create_engine(
         parsed,
         pool_size=pool_size,
         max_overflow=max_overflow,
-        pool_recycle=3600,
-        isolation_level="READ COMMITTED",
-        connect_args=connect_args,
+        pool_timeout=pool_timeout,
+        pool_recycle=recycle,
+        isolation_level=isolation_level,
+        connect_args=args,
         **kwargs,
     )
-    _ping_idle_connections(engine)
+    liveness = None
+    if network.liveness_check_after > 0:
+        liveness = Liveness(engine, _prober(engine, args), network.liveness_check_after)
+    if backend == "mysql":
+        _mysql_after_handshake(engine, parsed, network)
+    _watch_checkouts(engine, liveness, ping_idle)
     return engine
+
+
+def _prober(engine: Engine, args: dict[str, Any]) -> Callable[[], None]:
+    """Open and close one connection, outside the pool, as the engine would open it."""
+
+    def probe() -> None:
+        cargs, cparams = engine.dialect.create_connect_args(engine.url)
+        cparams.update(args)
+        if engine.dialect.name == "mysql":
+            # The handshake only: the probe runs no statement.
+            bound = int(cparams.get("connect_timeout") or NetworkSettings.connect_timeout)
+            cparams.update(read_timeout=bound, write_timeout=bound)
+        engine.dialect.connect(*cargs, **cparams).close()
+
+    return probe
+
+
+def _mysql_after_handshake(engine: Engine, url: sa.URL, network: NetworkSettings) -> None:
+    # PyMySQL applies read_timeout and write_timeout to every later read
+    # and write, so a long statement would fail as a dead server does.
+    # Unless the URL asks for them, they bound the handshake only; a
+    # connection that dies later is noticed by TCP keepalives (tuned here
+    # as libpq tunes PostgreSQL's) and by Liveness.
+    keep_read, keep_write = "read_timeout" in url.query, "write_timeout" in url.query
+
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_connection: Any, _record: Any) -> None:
+        if not keep_read:
+            dbapi_connection._read_timeout = None
+        if not keep_write:
+            dbapi_connection._write_timeout = None
+        _tune_keepalive(getattr(dbapi_connection, "_sock", None), network)
+
+
+def _tune_keepalive(sock: socket.socket | None, network: NetworkSettings) -> None:
+    if sock is None or sock.family not in (socket.AF_INET, socket.AF_INET6):
+        return
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
+    for name, value in (
+        ("TCP_KEEPIDLE", network.keepalives_idle),
+        ("TCP_KEEPINTVL", network.keepalives_interval),
+        ("TCP_KEEPCNT", network.keepalives_count),
+        ("TCP_USER_TIMEOUT", network.tcp_user_timeout),
+    ):
+        option = getattr(socket, name, None)
+        if option is not None and value:
+            sock.setsockopt(socket.IPPROTO_TCP, option, value)
 
 
 # A pooled connection unused for longer than this is tested before it is
@@ -107,15 +228,18 @@ def create_engine(
 IDLE_BEFORE_PING = 5.0
 
 
-def _ping_idle_connections(engine: Engine) -> None:
+def _watch_checkouts(engine: Engine, liveness: Liveness | None, ping_idle: bool) -> None:
     @event.listens_for(engine, "checkin")
     def _on_checkin(_dbapi_connection: Any, record: Any) -> None:
         record.info["checked_in_at"] = time.monotonic()
 
     @event.listens_for(engine, "checkout")
     def _on_checkout(dbapi_connection: Any, record: Any, _proxy: Any) -> None:
+        if liveness is not None:
+            # First, so that a ping stuck on a dead database is seen too.
+            liveness.on_checkout(dbapi_connection, record)
         returned = record.info.get("checked_in_at")
-        if returned is None or time.monotonic() - returned < IDLE_BEFORE_PING:
+        if not ping_idle or returned is None or time.monotonic() - returned < IDLE_BEFORE_PING:
             return
         try:
             engine.dialect.do_ping(dbapi_connection)
@@ -237,6 +361,15 @@ def is_connection_error(error: BaseException) -> bool:
     return sqlstate is None or sqlstate[:2] in _PG_UNREACHABLE_CLASSES or sqlstate in _PG_UNREACHABLE_STATES
 
 
+def is_database_unavailable(error: BaseException) -> bool:
+    """A database failed to answer (:func:`is_connection_error`), as SQLAlchemy reports it.
+
+    Other code's connection errors and timeouts (a BMC, another service)
+    say nothing about a database.
+    """
+    return isinstance(error, exc.SQLAlchemyError) and is_connection_error(error)
+
+
 def is_data_error(error: BaseException) -> bool:
     """The database refused a value one request supplied (the client's fault)."""
     if isinstance(error, exc.DataError):
@@ -288,16 +421,27 @@ class Database:
         return cls(create_engine(url, **engine_kwargs), max_retries=max_retries)
 
     @contextlib.contextmanager
+    def _reporting(self) -> Iterator[None]:
+        # The request is answered 503 (corral.core.http.to_api_error); the
+        # operator learns which database, once every few seconds.
+        try:
+            yield
+        except Exception as error:
+            if is_database_unavailable(error):
+                unreachable_log(self.engine).warning(error)
+            raise
+
+    @contextlib.contextmanager
     def read(self) -> Iterator[Connection]:
         """A read-only transaction (deferred on SQLite: no write lock)."""
-        with self.engine.connect() as conn:
+        with self._reporting(), self.engine.connect() as conn:
             with conn.begin():
                 yield conn
 
     @contextlib.contextmanager
     def transaction(self) -> Iterator[Connection]:
         """One write transaction, without retries (see :meth:`write`)."""
-        with self._queue_for_writing(), self._writer.begin() as conn:
+        with self._reporting(), self._queue_for_writing(), self._writer.begin() as conn:
             yield conn
 
     def write(self, work: Callable[..., T], *args: Any, **kwargs: Any) -> T:
@@ -307,12 +451,18 @@ class Database:
         failures and busy locks, so ``work`` must not have side effects
         outside the database.
         """
+        with self._reporting():
+            return self._write(work, *args, **kwargs)
+
+    def _write(self, work: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         attempt = 0
         while True:
             try:
                 with self._queue_for_writing(), self._writer.begin() as conn:
                     return work(conn, *args, **kwargs)
             except exc.DBAPIError as error:
+                # A database that cannot be reached is not retried here:
+                # the caller answers at once rather than wait again.
                 if not is_retriable(error) or attempt >= self.max_retries:
                     raise
                 attempt += 1
@@ -324,16 +474,33 @@ class Database:
         self.engine.dispose()
 
 
-def database_from_conf(conf: Any, url: str, **engine_kwargs: Any) -> Database:
+def engine_options(conf: Any, group: str | None = None) -> dict[str, Any]:
+    """:func:`create_engine`'s arguments from ``[corral_database]`` and a service's own group.
+
+    The service's ``[..._database]`` group (``group``) may set oslo.db's
+    pool options for its database alone; unset, they are ``[corral_database]``'s.
+    """
     tuning = conf.corral_database
-    return Database.from_url(
-        url,
-        max_retries=tuning.db_max_retries,
-        pool_size=tuning.max_pool_size,
-        max_overflow=tuning.max_overflow,
-        sqlite_busy_timeout=tuning.sqlite_busy_timeout,
-        **engine_kwargs,
-    )
+    own = conf[group] if group else None
+
+    def pick(name: str) -> Any:
+        value = getattr(own, name) if own is not None else None
+        return getattr(tuning, name) if value is None else value
+
+    return {
+        "pool_size": pick("max_pool_size"),
+        "max_overflow": pick("max_overflow"),
+        "pool_timeout": pick("pool_timeout"),
+        "recycle": pick("connection_recycle_time"),
+        "sqlite_busy_timeout": tuning.sqlite_busy_timeout,
+        "network": NetworkSettings.from_conf(conf),
+    }
+
+
+def database_from_conf(conf: Any, url: str, group: str | None = None, **engine_kwargs: Any) -> Database:
+    """The database at ``url``, tuned by ``[corral_database]`` and ``[<group>]``."""
+    options = {**engine_options(conf, group), **engine_kwargs}
+    return Database.from_url(url, max_retries=conf.corral_database.db_max_retries, **options)
 
 
 def truncate_all(database: Database, metadata: sa.MetaData) -> None:

@@ -88,6 +88,20 @@ class ServiceUnavailable(ApiError):
     status = 503
 
 
+class DatabaseUnavailable(ServiceUnavailable):
+    """A database could not be reached, did not answer in time, or had no free connection.
+
+    The database's own log line (a WARNING naming it, once every few
+    seconds) is written where it failed; nothing more is logged for it.
+    """
+
+    RETRY_AFTER = "5"
+
+    def __init__(self, message: str = "The database is not available; try again later.", **kwargs: Any) -> None:
+        kwargs.setdefault("headers", {"Retry-After": self.RETRY_AFTER})
+        super().__init__(message, **kwargs)
+
+
 class VersionNotAcceptable(NotAcceptable):
     """The requested microversion is outside the service's range or malformed.
 

@@ -31,7 +31,7 @@ from microversion_parse import Version
 from corral.core import edge, errors
 from corral.core.auth import Authenticator
 from corral.core.context import RequestContext
-from corral.core.db import is_data_error
+from corral.core.db import is_data_error, is_database_unavailable
 from corral.core.microversion import VersionSpec
 
 LOG = logging.getLogger(__name__)
@@ -225,7 +225,9 @@ def build_app(service: HttpService, routes: Iterable[Route], state: Any = None) 
 
     def handle_error(req: falcon.Request, resp: falcon.Response, error: Exception, params: Any) -> None:
         api_error = to_api_error(error)
-        if api_error.status >= 500:
+        # An unreachable database is no bug: corral.core.db logs it, once
+        # every few seconds, however many requests it fails.
+        if api_error.status >= 500 and not isinstance(api_error, errors.DatabaseUnavailable):
             LOG.error("%s %s failed", req.method, req.path, exc_info=error)
         body, content_type = service.format_error(req, api_error)
         resp.status = api_error.status
@@ -249,6 +251,10 @@ def to_api_error(error: BaseException) -> errors.ApiError:
         # out-of-range number, a string too long): the client's input is at
         # fault and the transaction was rolled back.
         return errors.BadRequest("Invalid input: a value is not acceptable to the database.")
+    if is_database_unavailable(error):
+        # Refused, timed out, cut by corral.core.db_liveness, or no free
+        # pooled connection: the client may try again later.
+        return errors.DatabaseUnavailable()
     if isinstance(error, falcon.HTTPError):
         status = error.status_code
         message = error.description or ""

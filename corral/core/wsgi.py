@@ -128,8 +128,8 @@ def service_app(conf: cfg.ConfigOpts, name: str) -> WsgiApp:
     (module,) = services.load([name])
     from corral.core import health
 
-    app = health.WithHealth(wrap(module.make_app(conf), conf), health.Health(health.checks_for(conf, [name])))
-    return RequestLog(app, streamed_bodies([("", module)]))
+    checks = health.Health(health.checks_for(conf, [name]), conf.corral_server.healthcheck_timeout).start()
+    return RequestLog(health.WithHealth(wrap(module.make_app(conf), conf), checks), streamed_bodies([("", module)]))
 
 
 class PrefixDispatcher:
@@ -163,8 +163,8 @@ def all_in_one(conf: cfg.ConfigOpts, names: Iterable[str] | None = None) -> Wsgi
         apps[module.PREFIX] = wrap(module.make_app(conf), conf)
     from corral.core import health
 
-    checks = health.checks_for(conf, names)
-    composite = RequestLog(health.WithHealth(PrefixDispatcher(apps), health.Health(checks)),
+    checks = health.Health(health.checks_for(conf, names), conf.corral_server.healthcheck_timeout).start()
+    composite = RequestLog(health.WithHealth(PrefixDispatcher(apps), checks),
                            streamed_bodies((module.PREFIX, module) for module in modules))
     # Calls this process's services make to one another go straight to it.
     local_calls.register(conf, composite)

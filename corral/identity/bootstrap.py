@@ -220,7 +220,7 @@ def first_start(conf: cfg.ConfigOpts, url: str) -> list[str]:
     if conf.api.auth_strategy != "corral":
         new_keys()
         return lines
-    db = database_from_conf(conf, identity_conf.database_url(conf))
+    db = database_from_conf(conf, identity_conf.database_url(conf), "identity_database")
     try:
         try:
             in_use = is_bootstrapped(db)

@@ -24,7 +24,7 @@ def _context(config_files: Sequence[str], data_dir: str | None) -> tuple[Any, An
     from corral.identity.domain.passwords import PasswordHasher
 
     conf = load_conf(config_files, data_dir)
-    db = database_from_conf(conf, identity_conf.database_url(conf))
+    db = database_from_conf(conf, identity_conf.database_url(conf), "identity_database")
     identity = conf.identity
     hasher = PasswordHasher(identity.password_hash_algorithm, identity.password_hash_rounds, 1)
     return conf, db, hasher

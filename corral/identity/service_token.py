@@ -32,7 +32,7 @@ class ServiceTokenUnavailable(Exception):
 class ServiceTokenSource:
     def __init__(self, conf: cfg.ConfigOpts) -> None:
         self._conf = conf
-        self._db = database_from_conf(conf, identity_conf.database_url(conf))
+        self._db = database_from_conf(conf, identity_conf.database_url(conf), "identity_database")
         self._validator = make_validator(conf, self._db)
         # Service tokens involve no password: the hasher is never used.
         self._issuer = TokenIssuer(conf, self._db, PasswordHasher(rounds=4, concurrency=1), self._validator)

@@ -25,8 +25,8 @@ import time
 import sqlalchemy as sa
 from oslo_config import cfg
 
-from corral.core.db import Database
-from corral.core.errors import ServiceUnavailable
+from corral.core.db import Database, is_connection_error
+from corral.core.errors import DatabaseUnavailable, ServiceUnavailable
 from corral.identity.db import revocations
 from corral.identity.domain.revocation import RevocationIndex
 from corral.identity.domain.tokens import InvalidToken, TokenPayload, decode
@@ -82,6 +82,9 @@ class RevocationCache:
                     self._index = RevocationIndex(revocations.events_in_force(conn))
                     self._version = version
         except sa.exc.SQLAlchemyError as error:
+            if is_connection_error(error):
+                # Logged by the database (once every few seconds), not here for every request.
+                raise DatabaseUnavailable("Token revocations cannot be read; try again later.") from None
             LOG.error("cannot read token revocations: %s", error.__class__.__name__)
             raise ServiceUnavailable("Token revocations cannot be read; try again later.") from None
         self.reads += 1
@@ -136,7 +139,7 @@ def make_validator(conf: cfg.ConfigOpts, db: Database | None = None) -> TokenVal
     from corral.identity import conf as identity_conf
 
     if db is None:
-        db = database_from_conf(conf, identity_conf.database_url(conf))
+        db = database_from_conf(conf, identity_conf.database_url(conf), "identity_database")
     return TokenValidator(
         KeyRing(identity_conf.key_repository(conf)),
         RevocationCache(db, conf.token.revocation_check_interval),

@@ -30,7 +30,7 @@ def online_data_migrations(max_count: int | None, config_files: Sequence[str], d
     from corral.placement.db.online_migrations import create_incomplete_consumers
 
     conf = load_conf(config_files, data_dir)
-    db = database_from_conf(conf, placement_conf.database_url(conf))
+    db = database_from_conf(conf, placement_conf.database_url(conf), "placement_database")
     remaining = max_count
     total = 0
     try:

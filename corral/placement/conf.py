@@ -4,15 +4,12 @@ from __future__ import annotations
 
 from oslo_config import cfg
 
-from corral.core.config import sqlite_url
+from corral.core.config import database_opts, sqlite_url
 
-DATABASE_OPTS = [
-    cfg.StrOpt(
-        "connection",
-        secret=True,
-        help="Database URL for Placement; an embedded SQLite file under state_path when unset.",
-    ),
-]
+DATABASE_OPTS = database_opts(
+    "Database URL for Placement; "
+    "an embedded SQLite file under state_path when unset."
+)
 
 PLACEMENT_OPTS = [
     cfg.StrOpt(

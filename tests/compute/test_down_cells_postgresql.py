@@ -16,8 +16,8 @@ import sqlalchemy as sa
 
 from corral.core.db import normalize_url
 from tests.compute.conftest import ComputeServer
-from tests.compute.proxy import TcpProxy
 from tests.support.databases import DatabaseFactory, server_unavailable_reason
+from tests.support.tcp import TcpProxy
 
 USER_A = "user-a:project-a"
 

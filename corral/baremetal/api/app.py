@@ -77,7 +77,7 @@ def build_state(conf: cfg.ConfigOpts) -> BaremetalState:
     from corral.baremetal.conductor.rpcapi import ConductorAPI
     from corral.baremetal.drivers.registry import DriverRegistry
 
-    db = database_from_conf(conf, baremetal_conf.database_url(conf))
+    db = database_from_conf(conf, baremetal_conf.database_url(conf), "baremetal_database")
     return BaremetalState(
         conf=conf,
         db=db,

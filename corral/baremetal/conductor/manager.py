@@ -88,7 +88,7 @@ class Conductor(allocations.AllocationWork, node_extras.NodeExtras, ports.PortWo
     def __init__(self, conf: cfg.ConfigOpts, db: Database | None = None) -> None:
         self.conf = conf
         self.host: str = conf.host
-        self.db = db or database_from_conf(conf, baremetal_conf.database_url(conf))
+        self.db = db or database_from_conf(conf, baremetal_conf.database_url(conf), "baremetal_database")
         self._owns_db = db is None
         self.drivers = DriverRegistry(conf)
         self.pool = WorkerPool(

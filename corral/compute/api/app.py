@@ -82,7 +82,7 @@ def build_state(conf: cfg.ConfigOpts, scheduler: Any = None) -> ComputeState:
     from corral.compute.domain.cell_admin import ensure_default_cells
     from corral.compute.scheduler import make_scheduler
 
-    api_db = database_from_conf(conf, compute_conf.api_database_url(conf))
+    api_db = database_from_conf(conf, compute_conf.api_database_url(conf), "api_database")
     state = ComputeState(
         conf=conf,
         api_db=api_db,

@@ -43,7 +43,7 @@ SPEC = _NoMicroversions(service_type="identity", versions=("3.14",))
 
 
 def build_state(conf: cfg.ConfigOpts) -> IdentityState:
-    db = database_from_conf(conf, identity_conf.database_url(conf))
+    db = database_from_conf(conf, identity_conf.database_url(conf), "identity_database")
     keys = KeyRing(identity_conf.key_repository(conf))
     identity = conf.identity
     return IdentityState(

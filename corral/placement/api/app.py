@@ -43,7 +43,7 @@ def load_standard_names(state: PlacementState) -> None:
 def build_state(conf: cfg.ConfigOpts, *, load_names: bool = True) -> PlacementState:
     state = PlacementState(
         conf=conf,
-        db=database_from_conf(conf, placement_conf.database_url(conf)),
+        db=database_from_conf(conf, placement_conf.database_url(conf), "placement_database"),
         policy=Enforcer(conf, policies.rules()),
         schemas=compile_all(),
     )

@@ -1,7 +1,14 @@
-"""A TCP proxy in front of a database, to make a cell refuse connections or hang."""
+"""TCP stand-ins for a database that refuses, hangs or never answers, on 127.0.0.1.
+
+:class:`TcpProxy` sits in front of a real database server and can make it
+refuse connections or hang; :class:`SilentListener` accepts connections
+and never sends a byte (a server that hangs, or a host behind a proxy
+that still accepts).
+"""
 
 from __future__ import annotations
 
+import itertools
 import socket
 import threading
 
@@ -12,7 +19,8 @@ class TcpProxy:
     ``refuse()`` closes the port and every connection (clients get
     "connection refused"); ``hang()`` keeps everything open but stops
     passing bytes either way (clients wait); ``restore()`` goes back to
-    forwarding.
+    forwarding.  :attr:`client_sends` counts what clients sent (one per
+    request message on a quiet loopback: round trips, for a test).
     """
 
     def __init__(self, target_host: str, target_port: int) -> None:
@@ -22,6 +30,8 @@ class TcpProxy:
         self._lock = threading.Lock()
         self._connections: list[socket.socket] = []
         self._listener: socket.socket | None = None
+        self._sends = itertools.count()
+        self.client_sends = 0
         self.port = 0
         self._listen()
 
@@ -48,15 +58,17 @@ class TcpProxy:
                 continue
             with self._lock:
                 self._connections += [client, upstream]
-            threading.Thread(target=self._pump, args=(client, upstream), daemon=True).start()
+            threading.Thread(target=self._pump, args=(client, upstream, True), daemon=True).start()
             threading.Thread(target=self._pump, args=(upstream, client), daemon=True).start()
 
-    def _pump(self, source: socket.socket, sink: socket.socket) -> None:
+    def _pump(self, source: socket.socket, sink: socket.socket, from_client: bool = False) -> None:
         try:
             while True:
                 data = source.recv(65536)
                 if not data:
                     break
+                if from_client:
+                    self.client_sends = next(self._sends) + 1
                 self._forwarding.wait()
                 sink.sendall(data)
         except OSError:
@@ -104,3 +116,37 @@ class TcpProxy:
     def close(self) -> None:
         self.refuse()
         self._forwarding.set()
+
+
+class SilentListener:
+    """Accepts connections on 127.0.0.1 and holds them, never sending a byte."""
+
+    def __init__(self) -> None:
+        self._server = socket.create_server(("127.0.0.1", 0))
+        self.port = self._server.getsockname()[1]
+        self._held: list[socket.socket] = []
+        threading.Thread(target=self._accept, name="silent-listener", daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                conn, _address = self._server.accept()
+            except OSError:
+                return
+            self._held.append(conn)
+
+    def close(self) -> None:
+        try:
+            # Wakes the thread blocked in accept().
+            self._server.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        self._server.close()
+        for conn in self._held:
+            conn.close()
+
+    def __enter__(self) -> SilentListener:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.close()
