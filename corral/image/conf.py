@@ -17,15 +17,11 @@ from __future__ import annotations
 import glance_store
 from oslo_config import cfg
 
-from corral.core.config import sqlite_url
+from corral.core.config import database_opts, sqlite_url
 
-DATABASE_OPTS = [
-    cfg.StrOpt(
-        "connection",
-        secret=True,
-        help="Database URL for the Image service; an embedded SQLite file under state_path when unset.",
-    ),
-]
+DATABASE_OPTS = database_opts(
+    "Database URL for the Image service; an embedded SQLite file under state_path when unset."
+)
 
 DEFAULT_OPTS = [
     cfg.IntOpt("image_size_cap", default=1099511627776, min=1,

@@ -44,7 +44,7 @@ def build_state(conf: cfg.ConfigOpts) -> ImageState:
     formats = conf.image_format
     return ImageState(
         conf=conf,
-        db=database_from_conf(conf, image_conf.database_url(conf)),
+        db=database_from_conf(conf, image_conf.database_url(conf), "image_database"),
         policy=Enforcer(conf, policies.rules(), forbidden_message="You are not authorized to complete {rule} action."),
         schemas=Schemas(list(formats.disk_formats), list(formats.container_formats)),
         store=ImageStore(conf),
