@@ -58,6 +58,9 @@ def lab(measurements: dict[str, Any]) -> Iterator[Lab]:
             pytest.fail(reason)
         pytest.skip(reason)
     started = time.monotonic()
+    if os.environ.get("CORRAL_MULTIHOST_KEEP") != "1":
+        # A lab left by an earlier run (perhaps of another checkout) is not reused.
+        run_lab("teardown")
     try:
         run_lab("start")
     except BaseException:
