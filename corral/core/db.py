@@ -283,7 +283,27 @@ def _create_sqlite_engine(parsed: sa.URL, busy_timeout: int, **kwargs: Any) -> E
 
 
 def is_retriable(error: BaseException) -> bool:
-    """Deadlock, serialization failure or a lock that timed out."""
+    """Deadlock, serialization failure or a lock that timed out, or an error raised while
+    handling one.
+
+    MariaDB and MySQL roll the whole transaction back on a deadlock (and
+    Galera reports a write set that failed certification as one), which
+    also drops its savepoints: when the deadlock happens inside
+    ``conn.begin_nested()``, rolling back to the savepoint then fails with
+    "SAVEPOINT ... does not exist", and that is the error raised, with the
+    deadlock as its context.  The transaction is to be run again all the same.
+    """
+    seen: set[int] = set()
+    cause: BaseException | None = error
+    while cause is not None and id(cause) not in seen:
+        if _is_retriable_here(cause):
+            return True
+        seen.add(id(cause))
+        cause = cause.__cause__ or cause.__context__
+    return False
+
+
+def _is_retriable_here(error: BaseException) -> bool:
     if not isinstance(error, exc.DBAPIError):
         return False
     orig = error.orig

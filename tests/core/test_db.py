@@ -65,6 +65,40 @@ def test_duplicates_are_recognised(database: Database) -> None:
     assert not is_retriable(raised.value)
 
 
+@pytest.mark.backends("postgresql", "mysql")
+def test_a_deadlock_inside_a_savepoint_is_retried(database: Database) -> None:
+    """MariaDB rolls the whole transaction back on a deadlock, savepoints included: the failed
+    rollback to the savepoint ("SAVEPOINT ... does not exist") still means "run it again"."""
+    database.write(_insert, "left", 0)
+    database.write(_insert, "right", 0)
+    both_locked = threading.Barrier(2, timeout=30)
+    failures: list[BaseException] = []
+
+    def bump(first: str, second: str) -> None:
+        attempts = []
+
+        def work(conn: sa.Connection) -> None:
+            attempts.append(1)
+            conn.execute(counters.update().where(counters.c.name == first).values(value=counters.c.value + 1))
+            if len(attempts) == 1:
+                both_locked.wait()
+            with conn.begin_nested():
+                conn.execute(counters.update().where(counters.c.name == second).values(value=counters.c.value + 1))
+
+        try:
+            database.write(work)
+        except BaseException as error:  # noqa: BLE001 - reported below
+            failures.append(error)
+
+    workers = [threading.Thread(target=bump, args=pair) for pair in (("left", "right"), ("right", "left"))]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join(60)
+    assert not failures, failures
+    assert _value(database, "left") == 2 and _value(database, "right") == 2
+
+
 def test_concurrent_read_modify_write_loses_no_update(database: Database) -> None:
     """Compare-and-set increments from many threads: every one lands."""
     database.write(_insert, "hits", 0)
