@@ -20,13 +20,20 @@ def checks(conf: cfg.ConfigOpts) -> list[health.Check]:
 
 
 def _conductors(conf: cfg.ConfigOpts) -> health.Query:
-    """At least one conductor has sent a heartbeat within [conductor] heartbeat_timeout."""
+    """At least one conductor has sent a heartbeat within [conductor] heartbeat_timeout.
+
+    None is "degraded", not "down": the API host still answers every
+    request (those that need a conductor say so themselves), so a load
+    balancer must not take every API host out because the conductors,
+    elsewhere, are gone.
+    """
     from corral.baremetal.db import conductors
 
     def query(conn: Connection) -> list[health.Part]:
         alive = len(conductors.alive(conn, conf.conductor.heartbeat_timeout))
         if not alive:
-            return [health.Part("baremetal.conductors", health.DOWN, "no conductor has sent a heartbeat recently")]
+            return [health.Part("baremetal.conductors", health.DEGRADED,
+                                "no conductor has sent a heartbeat recently")]
         return [health.Part("baremetal.conductors", health.OK, f"{alive} alive")]
 
     return query
