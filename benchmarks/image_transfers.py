@@ -37,6 +37,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import orjson
 import requests
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -207,7 +208,7 @@ def measure_lists(service: Service, count: int, rounds: int) -> dict[str, Any]:
     def walk() -> int:
         seen, url = 0, service.url + "/v2/images?limit=1000"
         while url:
-            page = session.get(url, headers=service.headers, timeout=600).json()
+            page = orjson.loads(session.get(url, headers=service.headers, timeout=600).content)
             seen += len(page["images"])
             url = service.url + page["next"] if page.get("next") else ""
         return seen

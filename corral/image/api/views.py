@@ -20,7 +20,8 @@ _ATTRIBUTES = ("name", "disk_format", "container_format", "visibility", "size", 
 
 
 def isotime(moment: datetime.datetime | None) -> str | None:
-    return None if moment is None else moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+    """``YYYY-MM-DDTHH:MM:SSZ``, as Glance writes times."""
+    return None if moment is None else moment.isoformat(timespec="seconds") + "Z"
 
 
 def image(row: dict[str, Any], *, direct_url: bool = False) -> dict[str, Any]:

@@ -44,26 +44,37 @@ def exists(conn: Connection, image_id: str) -> bool:
     return conn.execute(sa.select(sa.literal(1)).where(images.c.id == image_id)).first() is not None
 
 
-def with_extras(conn: Connection, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """``rows`` with their properties and tags, read in two statements for all of them."""
+def with_extras(conn: Connection, rows: list[dict[str, Any]], page: Any = None) -> list[dict[str, Any]]:
+    """``rows`` with their properties and tags, read in one statement for all of them.
+
+    ``page`` (a SELECT of the rows' ids) names them without a list of ids as
+    parameters, which a thousand-image page would otherwise need.
+    """
     if not rows:
         return rows
-    ids = [row["id"] for row in rows]
-    properties: dict[str, dict[str, str]] = {image_id: {} for image_id in ids}
-    tags: dict[str, list[str]] = {image_id: [] for image_id in ids}
-    # SELECT image_id, name, value FROM image_properties WHERE image_id IN (:ids) ORDER BY image_id, name
-    for image_id, name, value in conn.execute(
-            sa.select(image_properties.c.image_id, image_properties.c.name, image_properties.c.value)
-            .where(image_properties.c.image_id.in_(ids))
-            .order_by(image_properties.c.image_id, image_properties.c.name)):
-        properties[image_id][name] = value
-    # SELECT image_id, value FROM image_tags WHERE image_id IN (:ids) ORDER BY id
-    for image_id, value in conn.execute(
-            sa.select(image_tags.c.image_id, image_tags.c.value)
-            .where(image_tags.c.image_id.in_(ids)).order_by(image_tags.c.id)):
-        tags[image_id].append(value)
+    ids = page if page is not None else sa.select(images.c.id).where(
+        images.c.id.in_([row["id"] for row in rows]))
+    chosen = ids.subquery()
+    # SELECT 'p', image_id, name, value, 0 FROM image_properties JOIN (<page ids>) AS page ON ...
+    # UNION ALL SELECT 't', image_id, value, NULL, id FROM image_tags JOIN (<page ids>) AS page ON ...
+    # ORDER BY 5
+    properties_of = sa.select(sa.literal("p").label("kind"), image_properties.c.image_id,
+                              image_properties.c.name, image_properties.c.value,
+                              sa.literal(0, sa.Integer).label("position")).join(
+        chosen, chosen.c.id == image_properties.c.image_id)
+    tags_of = sa.select(sa.literal("t"), image_tags.c.image_id, image_tags.c.value,
+                        sa.null().cast(sa.Text), image_tags.c.id).join(chosen, chosen.c.id == image_tags.c.image_id)
+    extras = sa.union_all(properties_of, tags_of).subquery()
+    properties: dict[str, dict[str, str]] = {row["id"]: {} for row in rows}
+    tags: dict[str, list[str]] = {row["id"]: [] for row in rows}
+    for kind, image_id, name, value, _position in conn.execute(
+            sa.select(extras).order_by(extras.c.position)).all():
+        if kind == "p":
+            properties[image_id][name] = value
+        else:
+            tags[image_id].append(name)
     for row in rows:
-        row["properties"] = properties[row["id"]]
+        row["properties"] = dict(sorted(properties[row["id"]].items()))
         row["tags"] = tags[row["id"]]
     return rows
 
@@ -198,6 +209,11 @@ def _filter_conditions(query: ListQuery) -> list[Any]:
     return conditions
 
 
+# What a list shows of an image (not the bookkeeping; the location only for direct_url).
+_LISTED = [column for column in images.columns
+           if column.name not in ("staged_size", "lease_token", "lease_expires", "deleted", "deleted_at")]
+
+
 def list_page(conn: Connection, query: ListQuery, viewer: Viewer,
               marker: Mapping[str, Any] | None) -> list[dict[str, Any]]:
     """One page of the images ``viewer`` sees that match ``query``, after ``marker``."""
@@ -218,8 +234,11 @@ def list_page(conn: Connection, query: ListQuery, viewer: Viewer,
         conditions.append(_after(query.sort, marker))
     order = [_sort_column(name).asc() if direction == "asc" else _sort_column(name).desc()
              for name, direction in query.sort]
-    select = sa.select(images).where(*conditions).order_by(*order).limit(query.limit)
-    return with_extras(conn, [dict(row._mapping) for row in conn.execute(select)])
+    select = sa.select(*_LISTED).where(*conditions).order_by(*order).limit(query.limit)
+    result = conn.execute(select)
+    keys = list(result.keys())
+    rows = [dict(zip(keys, row, strict=True)) for row in result.all()]
+    return with_extras(conn, rows, select.with_only_columns(images.c.id))
 
 
 # --------------------------------------------------------------- quotas
