@@ -273,3 +273,31 @@ def test_a_checkout_that_finds_the_pool_full_is_counted_as_a_wait_and_a_timeout(
         engine.dispose()
     assert count("corral_db_pool_waits_total") == 2
     assert count("corral_db_pool_timeouts_total") == 2
+
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _exported_names() -> set[str]:
+    names = set()
+    for metric in metrics.REGISTRY.collect():
+        names.add(metric.name + ("_total" if metric.type == "counter" else ""))
+    return names
+
+
+def test_every_metric_is_documented_and_the_dashboard_reads_only_metrics_that_exist() -> None:
+    import json
+
+    exported = _exported_names()
+    assert len(exported) == len(metrics._ALL)
+    documented = set(re.findall(r"^\| `(corral_\w+)` \|", (ROOT / "docs" / "metrics.md").read_text(), flags=re.M))
+    assert documented == exported
+    dashboard = json.loads((ROOT / "docs" / "grafana-dashboard.json").read_text())
+    exprs = [target["expr"] for panel in dashboard["panels"] for target in panel.get("targets", [])]
+    used = {re.sub(r"_(bucket|sum|count)$", "", name) for expr in exprs for name in re.findall(r"corral_\w+", expr)}
+    assert used <= exported, used - exported
+    # Requests, errors, latencies, pools, queues, nodes, the snapshot and cells all have panels.
+    for name in ("corral_http_requests_total", "corral_http_request_duration_seconds", "corral_db_pool_checked_out",
+                 "corral_conductor_tasks_waiting", "corral_baremetal_nodes",
+                 "corral_placement_snapshot_positions_behind", "corral_compute_cell_up"):
+        assert name in used
