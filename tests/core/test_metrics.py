@@ -8,7 +8,9 @@ and a third the defaults (no metrics at all).
 
 from __future__ import annotations
 
+import os
 import re
+import signal
 import socket
 import time
 from collections.abc import Callable, Iterator
@@ -210,8 +212,31 @@ def test_two_workers_report_every_request_and_the_background_process(data_dir: P
                      method="GET", status="200") == sent
         assert value(samples, "corral_processes", role="api") == 2
         assert eventually(lambda: value(server.scrape(), "corral_processes", role="background") == 1)
+        # A worker that dies is replaced: its live gauges go, its counts stay.
+        assert process.process is not None
+        master = process.process.pid
+        children = _children(master)
+        victim = int(sorted(_serving_pids(process))[0])
+        assert victim in children
+        os.kill(victim, signal.SIGKILL)
+        assert eventually(lambda: victim not in _children(master) and len(_children(master)) == len(children))
+        assert eventually(lambda: value(server.scrape(), "corral_processes", role="api") == 2)
+        samples = server.scrape()
+        assert value(samples, "corral_processes", role="api") == 2
+        assert value(samples, "corral_http_requests_total", service="placement", route="/resource_providers",
+                     method="GET", status="200") == sent
     finally:
         process.stop()
+
+
+def _children(pid: int) -> set[int]:
+    found: set[int] = set()
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            found.update(int(child) for child in (task / "children").read_text().split())
+        except OSError:
+            continue
+    return found
 
 
 def _serving_pids(process: CorralProcess) -> set[str]:
