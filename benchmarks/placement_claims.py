@@ -248,8 +248,13 @@ def verify(base_url: str, workload: Workload, uuids: list[str], claimed: list[st
 # ----------------------------------------------------------------- servers
 
 
-def corral_sections(db_url: str) -> dict[str, dict[str, Any]]:
-    return {"placement_database": {"connection": db_url}, "api": {"auth_strategy": "noauth2"}}
+def corral_sections(db_url: str, metrics: bool = False) -> dict[str, dict[str, Any]]:
+    sections: dict[str, dict[str, Any]] = {"placement_database": {"connection": db_url},
+                                           "api": {"auth_strategy": "noauth2"}}
+    if metrics:
+        # Metrics counted and served (on a port of their own), to measure what they cost.
+        sections["metrics"] = {"listen": f"127.0.0.1:{common.free_port()}"}
+    return sections
 
 
 @dataclass
@@ -271,7 +276,7 @@ def start_target(stack: ExitStack, target: str, backend: str, args: argparse.Nam
     else:
         db_url = f"sqlite:///{workdir / 'placement.sqlite'}"
     if target == "corral":
-        server = common.start_corral(workdir, corral_sections(db_url), workers=args.workers,
+        server = common.start_corral(workdir, corral_sections(db_url, args.metrics), workers=args.workers,
                                      threads=args.threads, ready_path="/placement/")
         stack.callback(server.stop)
         return Target(target, server.url + "/placement", server)
@@ -372,6 +377,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--threads", type=int, default=16, help="gunicorn threads per worker for both servers")
     parser.add_argument("--repeat", type=int, default=1, help="runs per target and writer count; the best is shown")
     parser.add_argument("--markdown", action="store_true", help="print the table as Markdown")
+    parser.add_argument("--metrics", action="store_true", help="Corral counts and serves Prometheus metrics")
     return parser.parse_args(argv)
 
 

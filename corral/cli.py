@@ -173,6 +173,9 @@ def _announce(conf: cfg.ConfigOpts, host: str, port: int) -> None:
     default=None,
     help="Upgrade databases before starting (default: only embedded SQLite ones).",
 )
+# The background process of `serve --workers N` writes its metrics where its
+# parent's listener reads them, and listens for nothing itself.
+@click.option("--metrics-dir", hidden=True, type=click.Path(file_okay=False))
 @conf_options
 def serve(
     host: str,
@@ -181,12 +184,13 @@ def serve(
     workers: int,
     threads: int,
     migrate: bool | None,
+    metrics_dir: str | None,
     config_files: Sequence[str],
     data_dir: str | None,
 ) -> None:
     """Run the services: APIs on one port and background workers."""
     conf = load_conf(config_files, data_dir)
-    _check_serve(conf, host, port, role)
+    _check_serve(conf, host, port, role, metrics_listener=metrics_dir is None)
     setup_logging(conf)
     _default_local_port(conf, port)
     if migrate is not False:
@@ -194,9 +198,44 @@ def serve(
             upgrade_all(conf, only_sqlite=migrate is None)
         except sa.exc.SQLAlchemyError as error:
             raise click.ClickException(f"database upgrade failed: {_first_line(error)}") from None
-    if role not in ("all", "api"):
-        _run_background_only(conf, role)
-        return
+    from corral.core import metrics
+
+    listener = None
+    if metrics_dir is None and startup.metrics_address(conf) is not None:
+        metrics_dir, listener = _metrics_listener(conf)
+    try:
+        if role not in ("all", "api"):
+            if metrics_dir is not None:
+                metrics.enable(metrics_dir, role)
+            _run_background_only(conf, role)
+            return
+        _serve_apis(conf, host, port, role, workers, threads, config_files, data_dir, metrics_dir)
+    finally:
+        if listener is not None:
+            listener.stop()
+
+
+def _metrics_listener(conf: cfg.ConfigOpts) -> tuple[str, Any]:
+    """The directory every process of this server writes its metrics to (emptied), and the listener reading it."""
+    from corral.core import metrics
+    from corral.core.auth import HtpasswdAuthenticator
+    from corral.core.server import ThreadedServer
+
+    address = startup.metrics_address(conf)
+    assert address is not None
+    host, port = address
+    directory = metrics.prepare_directory(os.path.join(conf.state_path, "metrics", str(port)))
+    user_file = conf.metrics.http_basic_auth_user_file
+    authenticate = HtpasswdAuthenticator(user_file).check if user_file else None
+    listener = ThreadedServer(metrics.exporter(directory, authenticate), host=host, port=port).start()
+    click.echo(f"   metrics: {listener.url}/metrics", err=True)
+    return directory, listener
+
+
+def _serve_apis(conf: cfg.ConfigOpts, host: str, port: int, role: str, workers: int, threads: int,
+                config_files: Sequence[str], data_dir: str | None, metrics_dir: str | None) -> None:
+    from corral.core import metrics, server, wsgi
+
     _prepare(conf, host, port)
     helper = None
     if role == "all" and workers > 1:
@@ -206,12 +245,14 @@ def serve(
             "background process",
             [sys.executable, "-m", "corral", "serve", "--role", "background", "--no-migrate", "--port", str(port)]
             + [arg for path in config_files for arg in ("--config-file", path)]
-            + (["--data-dir", data_dir] if data_dir else []),
+            + (["--data-dir", data_dir] if data_dir else [])
+            + (["--metrics-dir", metrics_dir] if metrics_dir else []),
             on_give_up=lambda: os.kill(os.getpid(), signal.SIGTERM),
+            on_exit=(lambda pid: metrics.process_died(metrics_dir, pid)) if metrics_dir else None,
         ).start()
-    from corral.core import server, wsgi
 
     in_worker = role == "all" and workers == 1
+    worker_role = "all" if in_worker else "api"
     status: Any = 0
     try:
         server.run_gunicorn(
@@ -222,6 +263,9 @@ def serve(
             limits=_limits(conf),
             on_worker_start=(lambda: start_background(conf, "all")) if in_worker else None,
             on_ready=lambda: _announce(conf, host, port),
+            # Each worker counts into files of its own, from the moment it forked.
+            on_fork=(lambda: metrics.enable(metrics_dir, worker_role)) if metrics_dir else None,
+            on_worker_exit=(lambda pid: metrics.process_died(metrics_dir, pid)) if metrics_dir else None,
         )
     except SystemExit as exit_:
         status = exit_.code
@@ -234,10 +278,11 @@ def serve(
         sys.exit(status)
 
 
-def _check_serve(conf: cfg.ConfigOpts, host: str, port: int, role: str) -> None:
+def _check_serve(conf: cfg.ConfigOpts, host: str, port: int, role: str, *, metrics_listener: bool = True) -> None:
     """Everything that can be checked before migrating or listening."""
     try:
         startup.check_port(port)
+        startup.check_metrics(conf, listen=metrics_listener, api_port=port if role in ("all", "api") else None)
         startup.check_data_dir(conf.state_path)
         startup.check_database_urls((tree.name, url) for tree, url in _targets(conf))
         for module in services.load():

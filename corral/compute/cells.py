@@ -37,6 +37,7 @@ from oslo_config import cfg
 from sqlalchemy import event
 from sqlalchemy.engine import Connection
 
+from corral.core import metrics
 from corral.core.db import Database, database_from_conf, is_connection_error
 from corral.core.db_liveness import shutdown_socket
 from corral.compute.db import api_tables as t
@@ -82,6 +83,11 @@ class CellMapping:
     def identity(self) -> str:
         return f"{self.uuid}({self.name})" if self.name else self.uuid
 
+    @property
+    def label(self) -> str:
+        """The cell's name in the metrics: its name, or its UUID when it has none."""
+        return self.name or self.uuid
+
 
 def _mapping(row: Any) -> CellMapping:
     return CellMapping(
@@ -106,6 +112,8 @@ class _CellHealth:
     last_error: BaseException | None = None
     # A task that timed out and may still be running against this cell.
     stuck: concurrent.futures.Future[Any] | None = None
+    # What the metrics were last told (set on changes only).
+    reported_up: bool | None = None
 
 
 class CellDatabase(Database):
@@ -117,8 +125,8 @@ class CellDatabase(Database):
     pre-ping) then fail at once instead of waiting for TCP to give up.
     """
 
-    def __init__(self, engine: Any, *, max_retries: int = 20) -> None:
-        super().__init__(engine, max_retries=max_retries)
+    def __init__(self, engine: Any, *, max_retries: int = 20, name: str | None = None) -> None:
+        super().__init__(engine, max_retries=max_retries, name=name)
         self._opened: weakref.WeakSet[Any] = weakref.WeakSet()
         event.listen(engine, "connect", self._remember)
 
@@ -205,17 +213,18 @@ class CellRegistry:
             known = self._databases.get(cell.uuid)
             if known is not None and known[0] == cell.database_connection:
                 return known[1]
-            database = self._new_database(cell.database_connection)
+            database = self._new_database(cell.database_connection, cell.label)
             self._databases[cell.uuid] = (cell.database_connection, database)
         if known is not None:
             known[1].dispose()
         return database
 
-    def _new_database(self, url: str) -> CellDatabase:
+    def _new_database(self, url: str, label: str) -> CellDatabase:
         # Every cell takes [database]'s pool options, as nova's cells do.
         timeout = self._conf.cells.connect_timeout
-        plain = database_from_conf(self._conf, url, "database", connect_timeout=timeout)
-        return CellDatabase(plain.engine, max_retries=plain.max_retries)
+        name = f"compute_cell:{label}"
+        plain = database_from_conf(self._conf, url, "database", name=name, connect_timeout=timeout)
+        return CellDatabase(plain.engine, max_retries=plain.max_retries, name=name)
 
     def _abandon_database(self, cell: CellMapping) -> None:
         """Use fresh connections next time: the pooled ones may be hung."""
@@ -247,6 +256,7 @@ class CellRegistry:
         for cell in cells:
             skipped = self._skip_reason(cell)
             if skipped is not None:
+                metrics.CELL_SKIPPED.labels(cell.label).inc()
                 results[cell.uuid] = skipped
                 continue
             future = self._executor.submit(self._run, cell, work)
@@ -261,6 +271,7 @@ class CellRegistry:
                 self._record_success(cell)
             elif is_connection_error(error):
                 results[cell.uuid] = error
+                metrics.CELL_FAILURES.labels(cell.label).inc()
                 self._record_failure(cell, error)
                 LOG.warning("cell %s failed: %s", cell.identity, error)
             else:
@@ -271,6 +282,7 @@ class CellRegistry:
             cell = submitted[future]
             results[cell.uuid] = DID_NOT_RESPOND
             LOG.warning("timed out waiting for a response from cell %s", cell.identity)
+            metrics.CELL_TIMEOUTS.labels(cell.label).inc()
             future.cancel()
             self._record_failure(cell, None, stuck=future)
             self._abandon_database(cell)
@@ -314,13 +326,18 @@ class CellRegistry:
             health.stuck = stuck
             health.last_error = error or TimeoutError("no response")
             health.retry_at = time.monotonic() + self._conf.cells.down_cell_recheck_interval
+            reported, health.reported_up = health.reported_up, False
+        if reported is not False:
+            metrics.CELL_UP.labels(cell.label).set(0)
 
     def _record_success(self, cell: CellMapping) -> None:
         with self._lock:
-            health = self._health.get(cell.uuid)
-            if health is not None:
-                health.retry_at = 0.0
-                health.last_error = None
+            health = self._health.setdefault(cell.uuid, _CellHealth())
+            health.retry_at = 0.0
+            health.last_error = None
+            reported, health.reported_up = health.reported_up, True
+        if reported is not True:
+            metrics.CELL_UP.labels(cell.label).set(1)
 
     def forget_failures(self) -> None:
         """Ask every cell again on the next request (tests, operators' reloads)."""

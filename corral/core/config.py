@@ -237,11 +237,42 @@ SERVER_OPTS = [
 ]
 
 
+# Prometheus metrics (see corral/core/metrics.py and docs/metrics.md): off
+# unless an operator names where to serve them.
+METRICS_OPTS = [
+    cfg.StrOpt(
+        "listen",
+        help="Serve Prometheus metrics at http://<listen>/metrics, as host:port (a bare port means "
+        "127.0.0.1). Unset (the default), no metrics are served or counted. With --workers N, the "
+        "one listener reports every worker and the background process.",
+    ),
+    cfg.StrOpt(
+        "http_basic_auth_user_file",
+        help="Apache-format htpasswd file with bcrypt hashes: when set, a scrape must authenticate "
+        "as one of its users (HTTP basic).",
+    ),
+    cfg.BoolOpt(
+        "allow_network",
+        default=False,
+        help="Serve metrics without credentials on an address other than loopback. Without this "
+        "(or http_basic_auth_user_file), a listen address that is not loopback is refused.",
+    ),
+    cfg.FloatOpt(
+        "refresh_interval",
+        default=10.0,
+        min=1.0,
+        help="Seconds between a conductor's counts of the nodes by provision state (one grouped "
+        "query each time).",
+    ),
+]
+
+
 def register_core_opts(conf: cfg.ConfigOpts) -> None:
     conf.register_opts(CORE_OPTS)
     conf.register_opts(API_OPTS, group="api")
     conf.register_opts(DATABASE_TUNING_OPTS, group="corral_database")
     conf.register_opts(SERVER_OPTS, group="corral_server")
+    conf.register_opts(METRICS_OPTS, group="metrics")
     from oslo_middleware import cors
     from oslo_policy import opts as policy_opts
 

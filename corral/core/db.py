@@ -36,6 +36,7 @@ from sqlalchemy import event, exc
 from sqlalchemy.dialects import mysql
 from sqlalchemy.engine import Connection, Engine
 
+from corral.core import metrics
 from corral.core.db_liveness import Liveness, unreachable_log
 
 LOG = logging.getLogger(__name__)
@@ -135,19 +136,25 @@ def create_engine(
     connect_timeout: float | None = None,
     isolation_level: str = "READ COMMITTED",
     ping_idle: bool = True,
+    name: str | None = None,
     **kwargs: Any,
 ) -> Engine:
     """An engine whose waits on an unreachable database are bounded (see :class:`NetworkSettings`).
 
     ``connect_timeout`` overrides ``network``'s; ``ping_idle=False`` skips
     the check of connections idle for a while (for callers whose first
-    statement is itself that check).
+    statement is itself that check).  ``name`` is the database's label in
+    the metrics (:mod:`corral.core.metrics`): its pool is watched when this
+    process exports metrics.
     """
     url = normalize_url(url)
     parsed = sa.engine.make_url(url)
     backend = parsed.get_backend_name()
+    metered = name is not None and metrics.enabled()
     if backend == "sqlite":
-        return _create_sqlite_engine(parsed, sqlite_busy_timeout, **kwargs)
+        return _create_sqlite_engine(parsed, sqlite_busy_timeout, name=name if metered else None, **kwargs)
+    if metered and "poolclass" not in kwargs:
+        kwargs["poolclass"] = metrics.metered_pool_class(sa.pool.QueuePool, name)  # type: ignore[arg-type]
     network = network or NetworkSettings()
     if connect_timeout is not None:
         network = replace(network, connect_timeout=max(1, math.ceil(connect_timeout)))
@@ -166,10 +173,13 @@ def create_engine(
     )
     liveness = None
     if network.liveness_check_after > 0:
-        liveness = Liveness(engine, _prober(engine, args), network.liveness_check_after)
+        liveness = Liveness(engine, _prober(engine, args), network.liveness_check_after, name=name)
     if backend == "mysql":
         _mysql_after_handshake(engine, parsed, network)
     _watch_checkouts(engine, liveness, ping_idle)
+    if metered:
+        assert name is not None
+        metrics.watch_engine(engine, name, pool_size + max_overflow)
     return engine
 
 
@@ -248,18 +258,27 @@ def _watch_checkouts(engine: Engine, liveness: Liveness | None, ping_idle: bool)
             raise exc.DisconnectionError(f"stale pooled connection: {error}") from error
 
 
-def _create_sqlite_engine(parsed: sa.URL, busy_timeout: int, **kwargs: Any) -> Engine:
+# An embedded SQLite file's pool (connections are cheap; writers queue on a lock).
+SQLITE_POOL_SIZE, SQLITE_MAX_OVERFLOW = 8, 32
+
+
+def _create_sqlite_engine(parsed: sa.URL, busy_timeout: int, name: str | None = None, **kwargs: Any) -> Engine:
     database = parsed.database or ""
     in_memory = database in ("", ":memory:")
     if not in_memory:
         os.makedirs(os.path.dirname(os.path.abspath(database)) or ".", exist_ok=True)
+    poolclass: Any = sa.pool.StaticPool if in_memory else sa.pool.QueuePool
+    if name is not None and not in_memory:
+        poolclass = metrics.metered_pool_class(poolclass, name)
     engine = sa.create_engine(
         parsed,
         connect_args={"timeout": busy_timeout, "check_same_thread": False},
-        poolclass=sa.pool.StaticPool if in_memory else sa.pool.QueuePool,
-        **({} if in_memory else {"pool_size": 8, "max_overflow": 32}),
+        poolclass=poolclass,
+        **({} if in_memory else {"pool_size": SQLITE_POOL_SIZE, "max_overflow": SQLITE_MAX_OVERFLOW}),
         **kwargs,
     )
+    if name is not None and not in_memory:
+        metrics.watch_engine(engine, name, SQLITE_POOL_SIZE + SQLITE_MAX_OVERFLOW)
 
     @event.listens_for(engine, "connect")
     def _on_connect(dbapi_connection: Any, _record: Any) -> None:
@@ -411,10 +430,12 @@ SQLITE_LOCAL_QUEUE_TIMEOUT = 30.0
 class Database:
     """One database: an engine, a read path and a retried write path."""
 
-    def __init__(self, engine: Engine, *, max_retries: int = 20) -> None:
+    def __init__(self, engine: Engine, *, max_retries: int = 20, name: str | None = None) -> None:
         self.engine = engine
         self.backend = engine.dialect.name
         self.max_retries = max_retries
+        # Its label in the metrics; failures to reach it are counted there.
+        self._unavailable = metrics.DB_UNAVAILABLE.labels(name) if name else None
         self._writer = engine.execution_options(sqlite_begin="IMMEDIATE")
         # SQLite lets one writer in at a time and makes the others wait in
         # its busy handler, which sleeps for up to 100 ms between tries.
@@ -437,8 +458,8 @@ class Database:
                 lock.release()
 
     @classmethod
-    def from_url(cls, url: str, *, max_retries: int = 20, **engine_kwargs: Any) -> Database:
-        return cls(create_engine(url, **engine_kwargs), max_retries=max_retries)
+    def from_url(cls, url: str, *, max_retries: int = 20, name: str | None = None, **engine_kwargs: Any) -> Database:
+        return cls(create_engine(url, name=name, **engine_kwargs), max_retries=max_retries, name=name)
 
     @contextlib.contextmanager
     def _reporting(self) -> Iterator[None]:
@@ -449,6 +470,8 @@ class Database:
         except Exception as error:
             if is_database_unavailable(error):
                 unreachable_log(self.engine).warning(error)
+                if self._unavailable is not None:
+                    self._unavailable.inc()
             raise
 
     @contextlib.contextmanager
@@ -517,10 +540,16 @@ def engine_options(conf: Any, group: str | None = None) -> dict[str, Any]:
     }
 
 
-def database_from_conf(conf: Any, url: str, group: str | None = None, **engine_kwargs: Any) -> Database:
-    """The database at ``url``, tuned by ``[corral_database]`` and ``[<group>]``."""
+def database_from_conf(conf: Any, url: str, group: str | None = None, *, name: str | None = None,
+                       **engine_kwargs: Any) -> Database:
+    """The database at ``url``, tuned by ``[corral_database]`` and ``[<group>]``.
+
+    ``name`` labels it in the metrics (by default, after ``group``: see
+    :func:`corral.core.metrics.database_name`).
+    """
     options = {**engine_options(conf, group), **engine_kwargs}
-    return Database.from_url(url, max_retries=conf.corral_database.db_max_retries, **options)
+    return Database.from_url(url, max_retries=conf.corral_database.db_max_retries,
+                             name=name or metrics.database_name(group), **options)
 
 
 def truncate_all(database: Database, metadata: sa.MetaData) -> None:

@@ -133,8 +133,10 @@ def server_answered(error: BaseException) -> bool:
 class Liveness:
     """Watches one engine's connections; see the module's documentation."""
 
-    def __init__(self, engine: Engine, probe: Callable[[], None], after: float) -> None:
+    def __init__(self, engine: Engine, probe: Callable[[], None], after: float, name: str | None = None) -> None:
         self._probe = probe
+        # The database's label in the metrics (corral.core.metrics), if it has one.
+        self._name = name
         self._after = after
         self._log = unreachable_log(engine)
         self._lock = threading.Lock()
@@ -199,6 +201,12 @@ class Liveness:
             was_down, self._down = self._down, not answered
         if was_down and answered:
             LOG.info("database %s answers again", self._log.name)
+        if was_down != (not answered) and self._name is not None:
+            from corral.core import metrics
+
+            metrics.DB_UP.labels(self._name).set(0 if was_down is False else 1)
+            if was_down:
+                metrics.DB_RECONNECTS.labels(self._name).inc()
 
     def tick(self, now: float) -> None:
         with self._lock:
@@ -222,6 +230,10 @@ class Liveness:
                 self._opened[conn] = True
         for conn in victims:
             shutdown_socket(conn)
+        if victims and self._name is not None:
+            from corral.core import metrics
+
+            metrics.DB_CONNECTIONS_CUT.labels(self._name).inc(len(victims))
         self._record(answered)
         if failure is not None and not answered:
             self._log.warning(failure)

@@ -57,6 +57,7 @@ from typing import Any
 import httptools
 from gunicorn.workers import base
 
+from corral.core import metrics
 from corral.core.front_http import (
     REFUSED,
     Answer,
@@ -130,9 +131,14 @@ class _Front:
 
     def take_stream(self) -> bool:
         """A place for one more streamed request (any thread), or False when all are taken."""
-        return self._stream_slots.acquire(blocking=False)
+        if self._stream_slots.acquire(blocking=False):
+            metrics.HTTP_STREAMED_IN_FLIGHT.inc()
+            return True
+        metrics.HTTP_STREAMED_REFUSED.inc()
+        return False
 
     def release_stream(self) -> None:
+        metrics.HTTP_STREAMED_IN_FLIGHT.dec()
         self._stream_slots.release()
 
     def busy(self) -> int:
@@ -197,6 +203,7 @@ class _Connection(StreamingConnection, asyncio.BufferedProtocol):
         self.local = _address(transport.get_extra_info("sockname"))
         self.front.connections.add(self)
         if len(self.front.connections) > self.limits.max_connections:
+            metrics.HTTP_CONNECTIONS_REFUSED.inc()
             LOG.warning("refusing a connection from %s: %d connections open", self.peer[0],
                         len(self.front.connections) - 1)
             self._finish(REFUSED)
@@ -466,15 +473,18 @@ class _Connection(StreamingConnection, asyncio.BufferedProtocol):
             return
         LOG.info("closing a connection from %s: request headers not received in %gs", self.peer[0],
                  self.limits.header_timeout)
+        metrics.HTTP_CLIENT_TIMEOUTS.labels("head").inc()
         self._finish(canned(408, "The request headers did not arrive in time."))
 
     def _body_timed_out(self) -> None:
         LOG.info("closing a connection from %s: request body not received in %gs", self.peer[0],
                  self.limits.body_timeout)
+        metrics.HTTP_CLIENT_TIMEOUTS.labels("body").inc()
         self._finish(canned(408, "The request body did not arrive in time."))
 
     def _send_timed_out(self) -> None:
         LOG.info("closing a connection from %s: the answer was not read in time", self.peer[0])
+        metrics.HTTP_CLIENT_TIMEOUTS.labels("send").inc()
         if self.transport is not None:
             self.transport.abort()
 
@@ -560,6 +570,7 @@ class BufferingWorker(base.Worker):
             secure_scheme_headers=dict(self.cfg.secure_scheme_headers or {}),
             stream_executor=streams,
         )
+        metrics.sample_gauge(metrics.HTTP_CONNECTIONS_OPEN, lambda: len(front.connections))
         servers = []
         for listener in self.sockets:
             sock = getattr(listener, "sock", listener)

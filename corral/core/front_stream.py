@@ -33,6 +33,7 @@ from collections import deque
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, Protocol
 
+from corral.core import metrics
 from corral.core.front_http import (
     _LINE_BREAKING,
     _TOKEN,
@@ -518,6 +519,7 @@ class StreamingConnection:
         step = f"{PROGRESS_STEP / 2**20:g} MiB"
         LOG.info("closing a connection from %s: less than %s of the request body arrived in %gs", self.peer[0], step,
                  self.limits.body_timeout)
+        metrics.HTTP_CLIENT_TIMEOUTS.labels("body").inc()
         if self._streaming is not None:
             self._streaming.fail(f"the request body stalled (less than {step} in {self.limits.body_timeout:g}s)")
             self._streaming = None

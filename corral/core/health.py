@@ -42,6 +42,8 @@ from oslo_config import cfg
 from sqlalchemy import event
 from sqlalchemy.engine import Connection
 
+from corral.core import metrics
+
 LOG = logging.getLogger(__name__)
 
 PATH = "/healthcheck"
@@ -326,5 +328,6 @@ class WithHealth:
 
     def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
         if environ.get("PATH_INFO") == PATH:
+            environ[metrics.ROUTE_KEY] = PATH
             return self._health(environ, start_response)
         return self._app(environ, start_response)

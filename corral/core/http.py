@@ -28,7 +28,7 @@ import falcon
 import orjson
 from microversion_parse import Version
 
-from corral.core import edge, errors
+from corral.core import edge, errors, metrics
 from corral.core.auth import Authenticator
 from corral.core.context import RequestContext
 from corral.core.db import is_data_error, is_database_unavailable
@@ -150,6 +150,9 @@ class _Middleware:
         self._public_paths = public_paths
         self._public_prefixes = public_prefixes
         self._streamed = [(method, re.compile(pattern)) for method, pattern in service.streamed_bodies]
+        # The app's router, to name the route of a request refused before
+        # routing (401, 406): set by build_app.
+        self.router: Any = None
 
     def _streams_body(self, req: falcon.Request) -> bool:
         return any(req.method == method and pattern.fullmatch(req.path) for method, pattern in self._streamed)
@@ -185,11 +188,20 @@ class _Middleware:
     def process_response(
         self, req: falcon.Request, resp: falcon.Response, resource: Any, req_succeeded: bool
     ) -> None:
+        # For the metrics (corral.core.metrics): the route template, never the raw path.
+        env = req.env
+        env[metrics.SERVICE_KEY] = self._service.name
+        env[metrics.ROUTE_KEY] = req.uri_template or self._template_of(req.path)
         resp.set_header("x-openstack-request-id", req.context.request_id)
         for name, value in self._service.versions.response_headers(req.context.version, self._service.versions):
             resp.set_header(name, value)
         if self._service.extra_headers is not None:
             self._service.extra_headers(req, resp)
+
+    def _template_of(self, path: str) -> str:
+        """The template of the route ``path`` matches, for a request answered before routing."""
+        found = self.router.find(path) if self.router is not None else None
+        return found[3] if found is not None and found[3] else metrics.UNMATCHED
 
 
 def build_app(service: HttpService, routes: Iterable[Route], state: Any = None) -> falcon.App:
@@ -211,11 +223,9 @@ def build_app(service: HttpService, routes: Iterable[Route], state: Any = None) 
                 public_prefixes.append(prefix)
                 continue
             public_paths.update({route.path, route.path.rstrip("/") or "/", route.path.rstrip("/") + "/"})
-    app = falcon.App(
-        request_type=Request,
-        middleware=[_Middleware(service, frozenset(public_paths), tuple(public_prefixes))],
-        cors_enable=False,
-    )
+    middleware = _Middleware(service, frozenset(public_paths), tuple(public_prefixes))
+    app = falcon.App(request_type=Request, middleware=[middleware], cors_enable=False)
+    middleware.router = app._router
     app.req_options.strip_url_path_trailing_slash = service.strip_trailing_slash
     app.req_options.auto_parse_qs_csv = False
     app.req_options.keep_blank_qs_values = True

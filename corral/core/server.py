@@ -100,8 +100,15 @@ def run_gunicorn(
     limits: Any = None,
     on_worker_start: Callable[[], list[Any]] | None = None,
     on_ready: Callable[[], None] | None = None,
+    on_fork: Callable[[], None] | None = None,
+    on_worker_exit: Callable[[int], None] | None = None,
 ) -> None:
-    """Run the application under gunicorn in this process (blocks)."""
+    """Run the application under gunicorn in this process (blocks).
+
+    ``on_fork`` runs in each worker as soon as it has forked, before the
+    application is built; ``on_worker_exit(pid)`` in this process whenever a
+    worker has exited.
+    """
     from gunicorn.app.base import BaseApplication
 
     from corral.core import front
@@ -129,6 +136,10 @@ def run_gunicorn(
                 self.cfg.set("worker_exit", lambda _arbiter, _worker: [item.stop() for item in background])
             if on_ready is not None:
                 self.cfg.set("when_ready", lambda _arbiter: on_ready())
+            if on_fork is not None:
+                self.cfg.set("post_fork", lambda _arbiter, _worker: on_fork())
+            if on_worker_exit is not None:
+                self.cfg.set("child_exit", lambda _arbiter, worker: on_worker_exit(worker.pid))
 
         def load(self) -> Callable[..., Any]:
             return app_factory()

@@ -128,3 +128,50 @@ def is_loopback(host: str) -> bool:
     except OSError:
         return False
     return bool(infos) and all(ipaddress.ip_address(info[4][0].split("%")[0]).is_loopback for info in infos)
+
+
+def metrics_address(conf: cfg.ConfigOpts) -> tuple[str, int] | None:
+    """``[metrics] listen`` as (host, port), None when unset; a bare port is on 127.0.0.1."""
+    value = (conf.metrics.listen or "").strip()
+    if not value:
+        return None
+    host, separator, port_text = value.rpartition(":")
+    if not separator:
+        host, port_text = "127.0.0.1", value
+    host = host.strip("[]") or "127.0.0.1"
+    try:
+        port = int(port_text)
+    except ValueError:
+        port = 0
+    if not 1 <= port <= 65535:
+        raise StartupError(f"invalid value for [metrics] listen: {value!r} is not host:port with a port "
+                           "between 1 and 65535")
+    return host, port
+
+
+def check_metrics(conf: cfg.ConfigOpts, *, listen: bool = True, api_port: int | None = None) -> None:
+    """The metrics listener's address is valid, free, and not open to the network unless allowed."""
+    address = metrics_address(conf)
+    if address is None:
+        return
+    if listen and address[1] == api_port:
+        raise StartupError(f"[metrics] listen needs a port of its own, not the APIs' port {api_port}")
+    path = conf.metrics.http_basic_auth_user_file
+    if path:
+        try:
+            with open(path, encoding="utf-8"):
+                pass
+        except OSError as error:
+            raise StartupError(
+                f"[metrics] http_basic_auth_user_file must be readable; {path}: {error.strerror or error}"
+            ) from None
+    if not listen:
+        return
+    host, port = address
+    if not (path or conf.metrics.allow_network or is_loopback(host)):
+        raise StartupError(
+            f"refusing to serve metrics on {host}, which is not a loopback address, without credentials: "
+            "set [metrics] http_basic_auth_user_file, listen on 127.0.0.1, or set [metrics] "
+            "allow_network = true"
+        )
+    check_listen(host, port)

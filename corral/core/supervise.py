@@ -26,6 +26,7 @@ class Supervised:
         args: Sequence[str],
         *,
         on_give_up: Callable[[], None],
+        on_exit: Callable[[int], None] | None = None,
         max_restarts: int = 5,
         window: float = 120.0,
         first_pause: float = 0.5,
@@ -33,6 +34,8 @@ class Supervised:
         self.name = name
         self._args = list(args)
         self._on_give_up = on_give_up
+        # Told the pid of every child that exited (the metrics drop its live gauges).
+        self._on_exit = on_exit
         self._max_restarts = max_restarts
         self._window = window
         self._first_pause = first_pause
@@ -66,6 +69,8 @@ class Supervised:
             process = self._process
             assert process is not None
             status = process.wait()
+            if self._on_exit is not None:
+                self._on_exit(process.pid)
             if self._stopping.is_set():
                 return
             now = time.monotonic()

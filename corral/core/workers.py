@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass
@@ -19,6 +20,7 @@ from typing import Any
 import futurist
 from futurist import periodics
 
+from corral.core import metrics
 LOG = logging.getLogger(__name__)
 
 
@@ -29,9 +31,11 @@ class PoolFull(Exception):
 class WorkerPool:
     """At most ``size`` tasks run and ``backlog`` more wait; beyond that, PoolFull."""
 
-    def __init__(self, size: int, *, backlog: int = 0, name: str = "workers") -> None:
+    def __init__(self, size: int, *, backlog: int = 0, name: str = "workers",
+                 meter: metrics.PoolMeter | None = None) -> None:
         self.size = size
         self.name = name
+        self._meter = meter
         # Counts running plus queued tasks; the executor's own backlog check
         # would also count a task that is queued only until an idle worker
         # picks it up.
@@ -39,19 +43,35 @@ class WorkerPool:
         self._executor = futurist.ThreadPoolExecutor(max_workers=size)
 
     def submit(self, work: Callable[..., Any], *args: Any, **kwargs: Any) -> Future[Any]:
+        meter = self._meter
         if not self._slots.acquire(blocking=False):
+            if meter is not None:
+                meter.refused.inc()
             raise PoolFull(f"{self.name}: all {self.size} workers are busy")
+        if meter is not None:
+            meter.waiting.inc()  # (before the task can start and take itself off)
         try:
-            return self._executor.submit(self._run, work, *args, **kwargs)
+            future = self._executor.submit(self._run, work, *args, **kwargs)
         except BaseException:
+            if meter is not None:
+                meter.waiting.dec()
             self._slots.release()
             raise
+        if meter is not None:
+            meter.started.inc()
+        return future
 
     def _run(self, work: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        meter = self._meter
+        if meter is not None:
+            meter.waiting.dec()
+            meter.running.inc()
         # The slot is free again before the caller can see the result.
         try:
             return _logged(work, *args, **kwargs)
         finally:
+            if meter is not None:
+                meter.running.dec()
             self._slots.release()
 
     def stop(self, wait: bool = True) -> None:
@@ -102,10 +122,23 @@ class PeriodicTasks:
 
 
 def _named(function: Callable[[], Any], name: str) -> Callable[[], Any]:
-    def run() -> Any:
-        return function()
+    """``function`` under ``name``, its runs and failures counted (corral.core.metrics)."""
+    name = name or getattr(function, "__name__", "task")
+    runs, failures = metrics.PERIODIC_RUNS.labels(name), metrics.PERIODIC_FAILURES.labels(name)
+    duration = metrics.PERIODIC_DURATION.labels(name)
 
-    run.__name__ = run.__qualname__ = name or getattr(function, "__name__", "task")
+    def run() -> Any:
+        started = time.perf_counter()
+        try:
+            return function()
+        except BaseException:
+            failures.inc()
+            raise
+        finally:
+            runs.inc()
+            duration.observe(time.perf_counter() - started)
+
+    run.__name__ = run.__qualname__ = name
     return run
 
 

@@ -24,7 +24,7 @@ from typing import Any
 import orjson
 from oslo_config import cfg
 
-from corral.core import auth, local_calls, services
+from corral.core import auth, local_calls, metrics, services
 
 WsgiApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
 
@@ -38,12 +38,18 @@ class RequestLog:
     is the one place a careless client might put a secret), and characters
     that could forge log lines are escaped.  An answer that streams is
     logged once it is sent (closed), with the time that took.
+
+    When this process exports metrics (:mod:`corral.core.metrics`), each
+    request is counted there too, under the service and route template the
+    application named in the environment (``service`` by default).
     """
 
-    def __init__(self, app: WsgiApp, streams_body: Callable[[str, str], bool] | None = None) -> None:
+    def __init__(self, app: WsgiApp, streams_body: Callable[[str, str], bool] | None = None,
+                 service: str = "corral") -> None:
         self._app = app
         # Read by the server (corral.core.front) from the application it serves.
         self.streams_body = streams_body
+        self._meter = metrics.RequestMeter(service) if metrics.enabled() else None
 
     def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
         started = time.perf_counter()
@@ -55,15 +61,16 @@ class RequestLog:
             answer[:] = [status.partition(" ")[0], headers]
             return start_response(status, headers, exc_info) if exc_info else start_response(status, headers)
 
+        meter = self._meter
         try:
             result = self._app(environ, recording)
         except BaseException:
-            _log(environ, method, path, answer, started)
+            _log(environ, method, path, answer, started, meter)
             raise
         if isinstance(result, (list, tuple)):
-            _log(environ, method, path, answer, started)
+            _log(environ, method, path, answer, started, meter)
             return result
-        return _LoggedWhenClosed(result, lambda: _log(environ, method, path, answer, started))
+        return _LoggedWhenClosed(result, lambda: _log(environ, method, path, answer, started, meter))
 
 
 class _LoggedWhenClosed:
@@ -85,10 +92,14 @@ class _LoggedWhenClosed:
             self._log()
 
 
-def _log(environ: dict[str, Any], method: str, path: str, answer: list[Any], started: float) -> None:
+def _log(environ: dict[str, Any], method: str, path: str, answer: list[Any], started: float,
+         meter: metrics.RequestMeter | None = None) -> None:
+    seconds = time.perf_counter() - started
+    if meter is not None:
+        meter.record(environ, method, answer[0], seconds)
     request_id = next((value for name, value in answer[1] if name.lower() == "x-openstack-request-id"), "-")
     ACCESS_LOG.info('%s "%s %s" %s %.1f ms %s', environ.get("REMOTE_ADDR", "-"), _printable(method),
-                    _printable(path), answer[0], (time.perf_counter() - started) * 1000, request_id)
+                    _printable(path), answer[0], seconds * 1000, request_id)
 
 
 def _printable(text: str) -> str:
@@ -129,7 +140,8 @@ def service_app(conf: cfg.ConfigOpts, name: str) -> WsgiApp:
     from corral.core import health
 
     checks = health.Health(health.checks_for(conf, [name]), conf.corral_server.healthcheck_timeout).start()
-    return RequestLog(health.WithHealth(wrap(module.make_app(conf), conf), checks), streamed_bodies([("", module)]))
+    return RequestLog(health.WithHealth(wrap(module.make_app(conf), conf), checks), streamed_bodies([("", module)]),
+                      service=module.NAME)
 
 
 class PrefixDispatcher:
@@ -147,7 +159,11 @@ class PrefixDispatcher:
             if path == prefix or path.startswith(prefix + "/"):
                 environ["SCRIPT_NAME"] = environ.get("SCRIPT_NAME", "") + prefix
                 environ["PATH_INFO"] = path[len(prefix):]
+                # (the service's own name, for requests its middleware answers before Corral's code runs)
+                environ[metrics.SERVICE_KEY] = prefix.strip("/")
                 return app(environ, start_response)
+        if path == "/":
+            environ[metrics.ROUTE_KEY] = "/"
         if path == "/" and environ.get("REQUEST_METHOD") in ("GET", "HEAD"):
             start_response("200 OK", [("Content-Type", "application/json"), ("Content-Length", str(len(self._index)))])
             return [self._index]

@@ -25,6 +25,7 @@ import time
 import sqlalchemy as sa
 from oslo_config import cfg
 
+from corral.core import metrics
 from corral.core.db import Database, is_connection_error
 from corral.core.errors import DatabaseUnavailable, ServiceUnavailable
 from corral.identity.db import revocations
@@ -75,19 +76,23 @@ class RevocationCache:
         return self._index
 
     def _read(self, started: float) -> None:
+        result = "unchanged"
         try:
             with self._db.read() as conn:
                 version = revocations.version(conn)
                 if version != self._version:
                     self._index = RevocationIndex(revocations.events_in_force(conn))
                     self._version = version
+                    result = "changed"
         except sa.exc.SQLAlchemyError as error:
+            metrics.TOKEN_REVOCATION_READS.labels("failed").inc()
             if is_connection_error(error):
                 # Logged by the database (once every few seconds), not here for every request.
                 raise DatabaseUnavailable("Token revocations cannot be read; try again later.") from None
             LOG.error("cannot read token revocations: %s", error.__class__.__name__)
             raise ServiceUnavailable("Token revocations cannot be read; try again later.") from None
         self.reads += 1
+        metrics.TOKEN_REVOCATION_READS.labels(result).inc()
         self._read_at = started
 
 
@@ -109,7 +114,9 @@ class TokenValidator:
                 self._key_generation = self.keys.generation
         cached = self._cache.get(token)
         if cached is not None:
+            metrics.TOKEN_CACHE_HITS.inc()
             return cached
+        metrics.TOKEN_CACHE_MISSES.inc()
         payload = decode(fernet, token)
         if self._cache_size:
             with self._cache_lock:

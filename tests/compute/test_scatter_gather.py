@@ -10,6 +10,7 @@ import pytest
 import sqlalchemy as sa
 
 from corral.compute.cells import DID_NOT_RESPOND, CellMapping, CellRecentlyDown, CellRegistry, is_failure
+from corral.core import metrics
 from tests.compute.conftest import ComputeServer
 
 # Nothing listens there: connecting is refused at once.
@@ -38,9 +39,19 @@ def registry(cloud: ComputeServer) -> Iterator[CellRegistry]:
     conf.clear_override("down_cell_recheck_interval", group="cells")
 
 
+def _cell_metric(name: str, cell: str) -> float:
+    return metrics.REGISTRY.get_sample_value(name, {"cell": cell}) or 0.0
+
+
 def test_results_errors_and_timeouts_per_cell(registry: CellRegistry) -> None:
     release = threading.Event()
     calls: list[str] = []
+    counted = ("corral_compute_cell_failures_total", "corral_compute_cell_timeouts_total",
+               "corral_compute_cell_skipped_total")
+    before = {(name, cell): _cell_metric(name, cell) for name in counted for cell in ("cell0", "cell1", "cell2")}
+
+    def more(name: str, cell: str) -> float:
+        return _cell_metric(name, cell) - before[(name, cell)]
 
     def work(cell: CellMapping, _database: Any) -> str:
         calls.append(cell.name or "")
@@ -57,6 +68,10 @@ def test_results_errors_and_timeouts_per_cell(registry: CellRegistry) -> None:
     assert isinstance(by_name["cell1"], sa.exc.OperationalError)
     assert by_name["cell2"] is DID_NOT_RESPOND
     assert is_failure(by_name["cell1"]) and is_failure(by_name["cell2"]) and not is_failure(by_name["cell0"])
+    assert more("corral_compute_cell_failures_total", "cell1") == 1
+    assert more("corral_compute_cell_timeouts_total", "cell2") == 1
+    assert more("corral_compute_cell_failures_total", "cell0") == more("corral_compute_cell_timeouts_total", "cell0") == 0
+    assert [_cell_metric("corral_compute_cell_up", cell) for cell in ("cell0", "cell1", "cell2")] == [1, 0, 0]
 
     # Both failed cells are answered at once now, without running the work again.
     calls.clear()
@@ -64,6 +79,7 @@ def test_results_errors_and_timeouts_per_cell(registry: CellRegistry) -> None:
     assert calls == ["cell0"]
     assert all(isinstance(again[cell.uuid], CellRecentlyDown) for cell in cells if cell.name != "cell0")
     assert registry.is_recently_down(next(c for c in cells if c.name == "cell1"))
+    assert more("corral_compute_cell_skipped_total", "cell1") == more("corral_compute_cell_skipped_total", "cell2") == 1
     release.set()
 
     # Once the failures are forgotten (or the interval passed), the cells are asked again.
@@ -71,6 +87,7 @@ def test_results_errors_and_timeouts_per_cell(registry: CellRegistry) -> None:
     calls.clear()
     healed = registry.scatter_gather(cells, lambda cell, _db: cell.name)
     assert {cell.name: healed[cell.uuid] for cell in cells} == {"cell0": "cell0", "cell1": "cell1", "cell2": "cell2"}
+    assert [_cell_metric("corral_compute_cell_up", cell) for cell in ("cell0", "cell1", "cell2")] == [1, 1, 1]
 
 
 def test_run_in_cell_raises_failures(registry: CellRegistry) -> None:

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import time
 
+import pytest
+
+from corral.core import metrics
 from corral.identity.domain import tokens
 from tests.identity.conftest import ADMIN_PASSWORD, IdentityServer, password_auth
 
@@ -256,3 +259,24 @@ def test_user_and_project_named_without_domain_are_in_the_default_domain(identit
         "scope": {"project": {"name": "admin"}}}})
     assert resp.status_code == 201, resp.text
     assert resp.json()["token"]["project"]["id"] == identity.admin_project_id
+
+
+@pytest.mark.backends("first")
+def test_token_checks_are_counted_as_cache_hits_and_misses(identity: IdentityServer) -> None:
+    def count(name: str, **labels: str) -> float:
+        return metrics.REGISTRY.get_sample_value(name, labels) or 0.0
+
+    token, _body = identity.issue()
+    misses, hits = count("corral_token_cache_misses_total"), count("corral_token_cache_hits_total")
+    reads = count("corral_token_revocation_reads_total", result="unchanged")
+    changed = count("corral_token_revocation_reads_total", result="changed")
+    for _ in range(3):
+        assert identity.client(token).get("/projects").status_code == 200
+    # The first check decrypts the token, the next ones find it.
+    assert count("corral_token_cache_misses_total") - misses == 1
+    assert count("corral_token_cache_hits_total") - hits == 2
+    # Revoking reads the events again: their version changed.
+    assert identity.client(token).delete("/auth/tokens", headers={"X-Subject-Token": token}).status_code == 204
+    assert identity.client(token).get("/projects").status_code == 401
+    assert count("corral_token_revocation_reads_total", result="changed") > changed
+    assert count("corral_token_revocation_reads_total", result="unchanged") >= reads

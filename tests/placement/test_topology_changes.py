@@ -493,3 +493,30 @@ def test_a_failed_catch_up_makes_the_next_search_read_everything(placement, writ
     found = _snapshot(placement, cache)
     assert cache.loads == loads + 1
     assert found.inventory[next(iter(found.inventory))][topology_id(placement, cn1)][0] == 8
+
+
+def test_snapshot_reads_and_lag_are_counted(placement, writer) -> None:
+    from corral.core import metrics
+
+    def count(name: str, **labels: str) -> float:
+        return metrics.REGISTRY.get_sample_value(name, labels) or 0.0
+
+    cn1 = new_provider(writer, "cn1")
+    set_inventory(writer, cn1, VCPU=4)
+    full, changes = count("corral_placement_snapshot_reads_total", kind="full"), \
+        count("corral_placement_snapshot_reads_total", kind="changes")
+    behind, lags = count("corral_placement_snapshot_positions_behind_sum"), \
+        count("corral_placement_snapshot_positions_behind_count")
+    cache = TopologyCache()
+    _snapshot(placement, cache)
+    assert count("corral_placement_snapshot_reads_total", kind="full") == full + 1
+    _snapshot(placement, cache)  # up to date: nothing read, nothing counted
+    assert count("corral_placement_snapshot_reads_total", kind="full") == full + 1
+    set_inventory(writer, cn1, VCPU=8)
+    set_inventory(writer, cn1, VCPU=6)
+    _snapshot(placement, cache)
+    assert count("corral_placement_snapshot_reads_total", kind="changes") == changes + 1
+    assert count("corral_placement_snapshot_read_seconds_count", kind="changes") >= 1
+    # Two positions behind, found once.
+    assert count("corral_placement_snapshot_positions_behind_count") == lags + 1
+    assert count("corral_placement_snapshot_positions_behind_sum") == behind + 2

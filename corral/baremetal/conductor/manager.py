@@ -26,6 +26,7 @@ from corral.baremetal.db import nodes as node_db
 from corral.baremetal.domain import rules, states
 from corral.baremetal.drivers.base import DriverError, StepsNotAvailable
 from corral.baremetal.drivers.registry import DriverRegistry
+from corral.core import metrics
 from corral.core.db import Database, database_from_conf, is_duplicate
 from corral.core.errors import ApiError, BadRequest, Conflict, ServiceUnavailable
 from corral.core.workers import PoolFull, WorkerPool
@@ -92,7 +93,8 @@ class Conductor(allocations.AllocationWork, node_extras.NodeExtras, ports.PortWo
         self._owns_db = db is None
         self.drivers = DriverRegistry(conf)
         self.pool = WorkerPool(
-            conf.conductor.workers_pool_size, backlog=conf.conductor.workers_backlog, name=f"conductor {self.host}"
+            conf.conductor.workers_pool_size, backlog=conf.conductor.workers_backlog, name=f"conductor {self.host}",
+            meter=metrics.conductor_pool(self.host),
         )
         self.conductor_id: int | None = None
         self.rpc_address: str | None = None
@@ -147,6 +149,8 @@ class Conductor(allocations.AllocationWork, node_extras.NodeExtras, ports.PortWo
                 LOG.exception("recovering node %s failed", node["uuid"])
             finally:
                 task.release()
+        if recovered:
+            metrics.BAREMETAL_NODES_RECOVERED.labels(self.host).inc(recovered)
         return recovered
 
     def heartbeat(self) -> None:
@@ -492,6 +496,13 @@ class Conductor(allocations.AllocationWork, node_extras.NodeExtras, ports.PortWo
             except Exception as error:  # noqa: BLE001 - next node, next round
                 LOG.debug("power sync of node %s skipped: %s", node["uuid"], error)
         return changed
+
+    def report_metrics(self) -> None:
+        """Count the nodes by provision state, and the live conductors, for the metrics."""
+        with self.db.read() as conn:
+            by_state = node_db.count_by_provision_state(conn)
+            alive = conductor_db.alive(conn, self.conf.conductor.heartbeat_timeout)
+        metrics.report_nodes(by_state, states.STABLE_STATES, len(alive))
 
     def recover_orphans(self) -> int:
         """Locks held by conductors that stopped heartbeating: take over this conductor's share."""

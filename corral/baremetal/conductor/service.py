@@ -14,6 +14,7 @@ from corral.baremetal.conductor import file_server
 from corral.baremetal.conductor.jsonrpc import make_server_app
 from corral.baremetal.conductor.local import LOCAL
 from corral.baremetal.conductor.manager import RPC_METHODS, Conductor
+from corral.core import metrics
 from corral.core.auth import HtpasswdAuthenticator
 from corral.core.db import Database
 from corral.core.server import ThreadedServer
@@ -66,8 +67,12 @@ class ConductorService:
             )
             self.conductor.file_server_url = self._files.url
         group = conf.conductor
+        # Only a process that exports metrics counts nodes for them.
+        report_interval = conf.metrics.refresh_interval if metrics.enabled() else 0
         self._periodic = PeriodicTasks(
             [
+                PeriodicTask(self.conductor.report_metrics, report_interval, run_immediately=True,
+                             name="report_metrics"),
                 PeriodicTask(self.conductor.heartbeat, group.heartbeat_interval, name="heartbeat"),
                 PeriodicTask(self.conductor.poll_waiting_cleaning, group.clean_step_poll_interval,
                              name="poll_waiting_cleaning"),

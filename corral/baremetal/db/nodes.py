@@ -107,6 +107,13 @@ SORT_KEYS = frozenset(
 )
 
 
+def count_by_provision_state(conn: Connection) -> dict[str, int]:
+    """How many nodes are in each provision state (for the metrics: one grouped query)."""
+    # SELECT provision_state, count(*) FROM nodes GROUP BY provision_state
+    query = sa.select(nodes.c.provision_state, sa.func.count()).group_by(nodes.c.provision_state)
+    return {state: count for state, count in conn.execute(query) if state is not None}
+
+
 def list_nodes(
     conn: Connection,
     filters: Mapping[str, Any],

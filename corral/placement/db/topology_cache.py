@@ -32,13 +32,14 @@ from __future__ import annotations
 
 import operator
 import threading
+import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from corral.core import memory
+from corral.core import memory, metrics
 from corral.placement.db.tables import (
     inventories,
     placement_aggregates,
@@ -191,7 +192,10 @@ class TopologyCache:
         if label is None:
             # No write was ever recorded here (or the tables were emptied).
             self.loads += 1
-            return self._loader(conn, None, 0)
+            started = time.perf_counter()
+            topology = self._loader(conn, None, 0)
+            _read("full", started)
+            return topology
         current = self._current
         if _holds(current, label):
             return current  # type: ignore[return-value]
@@ -201,7 +205,9 @@ class TopologyCache:
             if _holds(current, label):
                 return current  # type: ignore[return-value]
             fresh = None
+            started = time.perf_counter()
             if current is not None and current.version == label[0]:
+                metrics.SNAPSHOT_POSITIONS_BEHIND.observe(label[1] - current.position)
                 if label[1] - current.position <= self.max_positions_behind:
                     try:
                         fresh = catch_up(conn, current, label[1], self.max_providers_changed)
@@ -213,13 +219,20 @@ class TopologyCache:
             if fresh is None:
                 fresh = self._loader(conn, *label)
                 self.loads += 1
+                _read("full", started)
                 # A whole snapshot is kept until replaced: out of the
                 # cyclic collector's way if it is large.
                 memory.settle(len(fresh.providers), self.settle_at)
             else:
                 self.updates += 1
+                _read("changes", started)
             self._current = fresh
             return fresh
+
+
+def _read(kind: str, started: float) -> None:
+    metrics.SNAPSHOT_READS.labels(kind).inc()
+    metrics.SNAPSHOT_READ_DURATION.labels(kind).observe(time.perf_counter() - started)
 
 
 def _holds(snapshot: Topology | None, label: tuple[str, int]) -> bool:
