@@ -12,6 +12,7 @@ import jsonschema
 from corral.core import errors
 from corral.core.http import parse_json, read_body
 from corral.core.schema import best_error
+from corral.compute.api import validation
 from corral.compute.api.state import ComputeState
 
 
@@ -55,12 +56,12 @@ class Schema:
 
     def __init__(self, schema: dict[str, Any]) -> None:
         _Validator.check_schema(schema)
-        self._validator = _Validator(schema, format_checker=jsonschema.FormatChecker())
+        self._validator = _Validator(schema, format_checker=validation.FORMATS)
 
     def validate(self, body: Any) -> None:
         problem = best_error(self._validator, body)
         if problem is not None:
-            raise errors.BadRequest(nova_message(problem))
+            raise errors.BadRequest(validation.body_message(problem, nova_message(problem)))
 
 
 def json_body(state: ComputeState, req: falcon.Request, schema: Schema | None = None) -> Any:
