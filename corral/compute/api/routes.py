@@ -12,7 +12,9 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from corral.core.http import Endpoint, Route
-from corral.compute.api.handlers import aggregates, flavors, keypairs, os_services, quotas, root, servers
+from corral.compute.api.handlers import (
+    aggregates, flavors, keypairs, os_services, quotas, root, server_groups, servers,
+)
 from corral.compute.api.links import URL_PROJECT
 
 API_PREFIX = "/v2.1"
@@ -49,6 +51,6 @@ def all_routes() -> list[Route]:
         *root.ROUTES,
         *versioned([
             *flavors.ROUTES, *servers.ROUTES, *os_services.ROUTES, *quotas.ROUTES, *aggregates.ROUTES,
-            *keypairs.ROUTES,
+            *keypairs.ROUTES, *server_groups.ROUTES,
         ]),
     ]

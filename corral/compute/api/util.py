@@ -120,7 +120,12 @@ def bounded_int(value: Any, field: str, *, minimum: int, maximum: int = MAX_INT)
 
     Schemas cannot bound digit strings, which upstream also accepts.
     """
-    number = int(value)
+    text = str(value).strip()
+    if len(text.lstrip("+-").lstrip("0")) <= 20:
+        number = int(value)
+    else:
+        # Beyond any bound (and longer than Python converts from a string).
+        number = minimum - 1 if text.startswith("-") else maximum + 1
     if number > maximum:
         raise errors.BadRequest(
             f"Invalid input for field/attribute {field}. Value: {value}. "
