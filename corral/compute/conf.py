@@ -185,6 +185,24 @@ SCHEDULER_OPTS = [
     ),
 ]
 
+# Upstream's weigher multipliers for the soft server group policies.
+FILTER_SCHEDULER_OPTS = [
+    cfg.FloatOpt(
+        "soft_affinity_weight_multiplier",
+        default=1.0,
+        min=0.0,
+        help="Weight of the number of a soft-affinity group's members a host has (more is better), "
+        "against the free RAM weight (multiplier 1).",
+    ),
+    cfg.FloatOpt(
+        "soft_anti_affinity_weight_multiplier",
+        default=1.0,
+        min=0.0,
+        help="Weight of the number of a soft-anti-affinity group's members a host has (fewer is better), "
+        "against the free RAM weight (multiplier 1).",
+    ),
+]
+
 PLACEMENT_OPTS = [
     cfg.StrOpt(
         "endpoint",
@@ -218,6 +236,7 @@ def register_opts(conf: cfg.ConfigOpts) -> None:
     conf.register_opts(FAKE_DRIVER_OPTS, group="fake_driver")
     conf.register_opts(QUOTA_OPTS, group="quota")
     conf.register_opts(SCHEDULER_OPTS, group="scheduler")
+    conf.register_opts(FILTER_SCHEDULER_OPTS, group="filter_scheduler")
     _register_placement_client_opts(conf)
     # [glance]: the Image service, where boots find their images (as nova.conf
     # names the group). Bare Metal registers the same group; only what is

@@ -7,7 +7,8 @@ to the cell, and then, every ``[compute] poll_interval`` seconds:
 * spawns the instances the scheduler put on this host (``building`` ->
   ``active``),
 * reclaims soft-deleted instances older than ``[compute]
-  reclaim_instance_interval`` (deleted, resources released),
+  reclaim_instance_interval`` (deleted, resources released, no longer
+  counted on this host by their server group),
 * heartbeats every ``[compute] report_interval`` seconds.
 
 A failing pass is logged and the next one tries again; nothing here
@@ -33,6 +34,7 @@ from corral.compute.db import cell_queries as cq
 from corral.compute.domain import states
 from corral.compute.domain.cell_admin import map_host
 from corral.compute.domain.scheduling import COMPUTE_BINARY
+from corral.compute.domain.server_groups import forget_host
 from corral.compute.scheduler import ComputeNodeReport, SchedulerClient
 
 LOG = logging.getLogger(__name__)
@@ -191,3 +193,6 @@ class ComputeManager:
             if changed:
                 self.driver.destroy(instance["uuid"])
                 self.scheduler.release(instance["uuid"])
+                if self.api_db is not None:
+                    # Its server group no longer counts it on this host.
+                    forget_host(self.api_db, instance["uuid"])
