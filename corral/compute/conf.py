@@ -9,6 +9,7 @@ SQLite files under ``state_path``.
 from __future__ import annotations
 
 from oslo_config import cfg
+from oslo_utils import netutils
 
 from corral.core.config import sqlite_url
 from corral.core.service_client import client_opts, register_client_opts
@@ -22,6 +23,14 @@ DEFAULT_OPTS = [
         "'fake.FakeDriver' runs one that pretends to host servers.",
     ),
 ]
+
+# This host's address, as a hypervisor's host_ip (upstream's option and default).
+MY_IP_OPT = cfg.StrOpt(
+    "my_ip",
+    default=netutils.get_my_ipv4(),
+    sample_default="<host_ipv4>",
+    help="IP address of this host, shown as the host_ip of its hypervisors.",
+)
 
 API_DATABASE_OPTS = [
     cfg.StrOpt(
@@ -228,6 +237,8 @@ PLACEMENT_OPTS = [
 
 def register_opts(conf: cfg.ConfigOpts) -> None:
     conf.register_opts(DEFAULT_OPTS)
+    if "my_ip" not in conf:
+        conf.register_opt(MY_IP_OPT)
     conf.register_opts(API_DATABASE_OPTS, group="api_database")
     conf.register_opts(DATABASE_OPTS, group="database")
     conf.register_opts(CELLS_OPTS, group="cells")

@@ -18,6 +18,7 @@ raises into the caller.
 from __future__ import annotations
 
 import datetime
+import json
 import logging
 import threading
 import time
@@ -41,6 +42,12 @@ LOG = logging.getLogger(__name__)
 
 # The traits every fake host reports.
 FAKE_TRAITS = frozenset({"COMPUTE_NODE"})
+# What upstream's fake driver reports of its hypervisor ("1.0" as an integer, and its CPU).
+FAKE_HYPERVISOR_VERSION = 1000
+FAKE_CPU_INFO = json.dumps({
+    "arch": "x86_64", "model": "Nehalem", "vendor": "Intel", "features": ["pge", "clflush"],
+    "topology": {"cores": 1, "threads": 1, "sockets": 4},
+})
 
 
 @dataclass
@@ -115,6 +122,9 @@ class ComputeManager:
             "host": self.host,
             "hypervisor_hostname": self.nodename,
             "hypervisor_type": "fake",
+            "hypervisor_version": FAKE_HYPERVISOR_VERSION,
+            "host_ip": self.conf.my_ip,
+            "cpu_info": FAKE_CPU_INFO,
             "vcpus": self.driver.vcpus,
             "memory_mb": self.driver.memory_mb,
             "local_gb": self.driver.local_gb,

@@ -104,6 +104,10 @@ compute_nodes = sa.Table(
     sa.Column("host", sa.String(255), nullable=False),
     sa.Column("hypervisor_hostname", sa.String(255), nullable=False),
     sa.Column("hypervisor_type", sa.String(255), nullable=False),
+    sa.Column("hypervisor_version", sa.Integer, nullable=True),
+    sa.Column("host_ip", sa.String(39), nullable=True),
+    # JSON, as the virt driver describes the CPU.
+    sa.Column("cpu_info", sa.Text, nullable=True),
     sa.Column("vcpus", sa.Integer, nullable=False),
     sa.Column("memory_mb", sa.Integer, nullable=False),
     sa.Column("local_gb", sa.Integer, nullable=False),
