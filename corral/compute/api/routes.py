@@ -13,7 +13,8 @@ from typing import Any
 
 from corral.core.http import Endpoint, Route
 from corral.compute.api.handlers import (
-    aggregates, flavors, hypervisors, keypairs, os_services, quotas, root, server_groups, servers,
+    aggregates, availability_zones, flavors, hypervisors, keypairs, os_services, quotas, root, server_groups,
+    servers, usage,
 )
 from corral.compute.api.links import URL_PROJECT
 
@@ -51,6 +52,7 @@ def all_routes() -> list[Route]:
         *root.ROUTES,
         *versioned([
             *flavors.ROUTES, *servers.ROUTES, *os_services.ROUTES, *quotas.ROUTES, *aggregates.ROUTES,
-            *keypairs.ROUTES, *server_groups.ROUTES, *hypervisors.ROUTES,
+            *keypairs.ROUTES, *server_groups.ROUTES, *hypervisors.ROUTES, *availability_zones.ROUTES,
+            *usage.ROUTES,
         ]),
     ]
