@@ -20,6 +20,7 @@ import falcon
 from corral.core import errors
 from corral.core.http import Endpoint, Route, send_json
 from corral.compute.api import links, policies, util, validation
+from corral.compute.api.errors import format_error
 from corral.compute.api.state import ComputeState
 from corral.compute.domain import hypervisors as domain
 from corral.compute.domain import services as service_domain
@@ -169,8 +170,12 @@ def uptime(state: ComputeState, req: falcon.Request, resp: falcon.Response, hype
     hypervisor = _find(state, req, hypervisor_id)
     if not service_domain.is_up(state.conf, hypervisor.service):
         raise errors.BadRequest(f"Compute service of {hypervisor.node['host']} is unavailable at this time.")
-    # Upstream's fake driver (and most drivers) cannot tell a host's uptime.
-    raise errors.ApiError("The requested functionality is not supported.", status=501)
+    # Upstream's fake driver (and most drivers) cannot tell a host's uptime: an
+    # answer, not a failure, so it is not logged as one.
+    body, content_type = format_error(req, errors.ApiError("The requested functionality is not supported.", status=501))
+    resp.status = 501
+    resp.content_type = content_type
+    resp.data = body
 
 
 def statistics(state: ComputeState, req: falcon.Request, resp: falcon.Response) -> None:
