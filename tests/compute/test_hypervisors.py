@@ -113,6 +113,9 @@ def test_hostname_pattern_and_old_search(cloud: ComputeServer) -> None:
         "Paging over hypervisors with the hypervisor_hostname_pattern query parameter is not supported."}}
     bad = cloud.client("2.53").get("/v2.1/os-hypervisors?with_servers=maybe")
     assert bad.status_code == 400
+    # Before 2.53 both parameters are ignored.
+    ignored = _hypervisors(cloud, "2.52", "/v2.1/os-hypervisors?hypervisor_hostname_pattern=zzz&with_servers=maybe")
+    assert len(ignored["hypervisors"]) == 2
     old = _hypervisors(cloud, "2.52", "/v2.1/os-hypervisors/host/search")["hypervisors"]
     assert [h["hypervisor_hostname"] for h in old] == ["host-cell1", "host-cell2"]
     assert cloud.client("2.1").get("/v2.1/os-hypervisors/zzz/search").status_code == 404

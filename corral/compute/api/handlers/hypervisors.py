@@ -96,8 +96,12 @@ def _list(state: ComputeState, req: falcon.Request, resp: falcon.Response, *, de
         values = _QUERY_V253.validate(req)
     elif paged:
         values = _PAGED_QUERY.validate(req)
-    pattern = validation.last(values, "hypervisor_hostname_pattern")
-    with_servers = validation.strict_bool(validation.last(values, "with_servers") or False, "with_servers")
+    # Before 2.53 these are ignored, as upstream strips unknown parameters.
+    pattern: str | None = None
+    with_servers = False
+    if context.at_least(*UUID_IDS):
+        pattern = validation.last(values, "hypervisor_hostname_pattern")
+        with_servers = validation.strict_bool(validation.last(values, "with_servers") or False, "with_servers")
     limit = marker = None
     if paged:
         requested = validation.last(values, "limit")
