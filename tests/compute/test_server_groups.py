@@ -177,3 +177,19 @@ def test_server_group_members_quota(cloud: ComputeServer) -> None:
     assert cloud.client("2.73", token=USER_A).delete(f"/v2.1/servers/{second.json()['server']['id']}"
                                                      ).status_code == 204
     assert _boot(cloud, {"group": group}).status_code == 202
+
+
+def test_numbers_of_any_length_in_queries(compute: ComputeServer) -> None:
+    """Digit strings too long to convert are beyond every bound, never a 500."""
+    huge = "9" * 5000
+    assert _create(compute, "2.64", {"name": "g", "policy": "affinity"}).status_code == 200
+    client = compute.client("2.73", token=USER_A)
+    assert client.get(f"/v2.1/os-server-groups?offset={huge}").json() == {"server_groups": []}
+    assert len(client.get(f"/v2.1/os-server-groups?limit={huge}").json()["server_groups"]) == 1
+    assert client.get(f"/v2.1/os-keypairs?limit={huge}").json() == {"keypairs": []}
+    assert compute.client("2.73").get(f"/v2.1/os-hypervisors?limit={huge}").json() == {"hypervisors": []}
+    assert compute.client("2.73").get(f"/v2.1/os-simple-tenant-usage?limit={huge}").json() == {"tenant_usages": []}
+    too_big = compute.client("2.64", token=USER_A).post("/v2.1/os-server-groups", json={"server_group": {
+        "name": "g", "policy": "anti-affinity", "rules": {"max_server_per_host": huge}}})
+    assert too_big.status_code == 400
+    assert too_big.json()["badRequest"]["message"].endswith(f"{huge} is greater than the maximum of 2147483647")

@@ -144,6 +144,17 @@ def single(schema: dict[str, Any]) -> dict[str, Any]:
 
 PAGINATION = {"limit": multi(NON_NEGATIVE_INTEGER), "marker": multi({"type": "string"})}
 
+# Beyond any page size or offset (and shorter than Python refuses to convert).
+_HUGE = 10**18
+
+
+def count(value: str | int) -> int:
+    """A validated non-negative integer parameter, however many digits it has."""
+    if isinstance(value, int):
+        return value
+    digits = value.strip().lstrip("0")
+    return int(digits or "0") if len(digits) <= 18 else _HUGE
+
 
 def _number_or_none(value: Any) -> float | int | None:
     try:

@@ -105,7 +105,9 @@ def _list(state: ComputeState, req: falcon.Request, resp: falcon.Response, *, de
     limit = marker = None
     if paged:
         requested = validation.last(values, "limit")
-        limit = min(state.conf.api.max_limit, int(requested)) if requested is not None else state.conf.api.max_limit
+        limit = state.conf.api.max_limit
+        if requested is not None:
+            limit = min(limit, validation.count(requested))
         marker = validation.last(values, "marker")
     if pattern is not None:
         if "limit" in values or marker:

@@ -155,7 +155,7 @@ def index(state: ComputeState, req: falcon.Request, resp: falcon.Response) -> No
         values = _PAGED_QUERY.validate(req)
         max_limit = state.conf.api.max_limit
         requested = validation.last(values, "limit")
-        limit = max_limit if requested is None else min(max_limit, int(requested))
+        limit = max_limit if requested is None else min(max_limit, validation.count(requested))
         marker = validation.last(values, "marker")
     with state.api_db.read() as conn:
         if marker is not None and db.get_keypair(conn, user_id, marker) is None:

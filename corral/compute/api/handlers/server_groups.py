@@ -170,9 +170,9 @@ def index(state: ComputeState, req: falcon.Request, resp: falcon.Response) -> No
         util.authorize(state, req, policies.SERVER_GROUPS_INDEX_ALL_PROJECTS, {"project_id": context.project_id})
     with state.api_db.read() as conn:
         groups = db.list_groups(conn, None if every_project else context.project_id)
-    offset = int(validation.last(values, "offset") or 0)
+    offset = validation.count(validation.last(values, "offset") or 0)
     max_limit = state.conf.api.max_limit
-    limit = min(max_limit, int(validation.last(values, "limit") or 0) or max_limit)
+    limit = min(max_limit, validation.count(validation.last(values, "limit") or 0) or max_limit)
     groups = groups[offset:offset + limit]
     live = domain.live_members(state, [uuid for group in groups for uuid in group["members"]])
     send_json(resp, {"server_groups": [

@@ -49,7 +49,8 @@ def _period(req: falcon.Request, now: datetime.datetime) -> tuple[domain.Period,
     # As upstream, the first value of each parameter, straight from the query string.
     values = parse_qs(req.query_string or "")
     start = _parse_time(values.get("start", [None])[0], now)
-    stop = _parse_time(values.get("end", [None])[0], now)
+    # Upstream reads the clock again for a missing end, a moment after the start.
+    stop = _parse_time(values.get("end", [None])[0], now + datetime.timedelta(microseconds=1))
     if not start < stop:
         raise errors.BadRequest("Invalid start time. The start time cannot occur after the end time.")
     detailed = values.get("detailed", ["0"])[0] == "1"
@@ -61,7 +62,8 @@ def _paging(state: ComputeState, req: falcon.Request, values: dict[str, list[str
     if not req.context.at_least(*PAGING):
         return max_limit, None
     requested = validation.last(values, "limit")
-    return (max_limit if requested is None else min(max_limit, int(requested))), validation.last(values, "marker")
+    limit = max_limit if requested is None else min(max_limit, validation.count(requested))
+    return limit, validation.last(values, "marker")
 
 
 def _times(summary: dict[str, Any]) -> dict[str, Any]:
@@ -94,7 +96,7 @@ def _links(state: ComputeState, req: falcon.Request, collection: str, server_usa
         return None
     max_limit = state.conf.api.max_limit
     requested = validation.last(values, "limit")
-    expected = max_limit if requested is None else min(int(requested), max_limit)
+    expected = max_limit if requested is None else min(validation.count(requested), max_limit)
     if not expected or len(server_usages) != expected:
         return None
     return links.next_link(state, req, collection, server_usages[-1]["instance_id"])
