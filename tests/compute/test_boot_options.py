@@ -117,3 +117,14 @@ def test_metadata_zone_and_hints_are_recorded(cloud: ComputeServer) -> None:
         "Invalid input for field/attribute group.")
     assert _refusal(_boot(cloud, body={"os:scheduler_hints": "x"})).startswith(
         "Invalid input for field/attribute os:scheduler_hints.")
+
+
+def test_counts_of_any_length(cloud: ComputeServer) -> None:
+    huge = "9" * 5000
+    assert _refusal(_boot(cloud, min_count=huge)).endswith(f"{huge} is greater than the maximum of {10**18}")
+    assert _refusal(_boot(cloud, min_count="0")) == (
+        "Invalid input for field/attribute min_count. Value: 0. 0 is less than the minimum of 1")
+    over = _boot(cloud, min_count="3000000000")
+    assert over.status_code == 403
+    assert over.json()["forbidden"]["message"].startswith("Quota exceeded for cores, instances, ram: Requested ")
+    assert cloud.client("2.73", token=USER_A).get("/v2.1/servers").json() == {"servers": []}

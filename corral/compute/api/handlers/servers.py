@@ -109,6 +109,9 @@ _CREATE = util.Schema({
 })
 
 
+# The largest min_count or max_count taken (upstream's schema has no bound).
+_MAX_COUNT = 10**18
+
 # What upstream's bool_from_string takes for true.
 _TRUE = frozenset({"1", "t", "true", "on", "y", "yes"})
 
@@ -383,10 +386,9 @@ def _boot_request(state: ComputeState, req: falcon.Request, body: dict[str, Any]
         raise errors.BadRequest("Block Device Mapping is Invalid: Boot sequence for the instance and "
                                 "image/block device mapping combination is not valid.")
     zone, forced_host = _zone_and_host(state, req, server.get("availability_zone"))
-    min_count = int(server.get("min_count", 1))
-    max_count = int(server.get("max_count", min_count))
-    if min_count < 1 or max_count < 1:
-        raise errors.BadRequest("min_count and max_count must be at least 1")
+    # Digit strings may be longer than Python converts: beyond 10**18 they are refused.
+    min_count = util.bounded_int(server.get("min_count", 1), "min_count", minimum=1, maximum=_MAX_COUNT)
+    max_count = util.bounded_int(server.get("max_count", min_count), "max_count", minimum=1, maximum=_MAX_COUNT)
     if min_count > max_count:
         raise errors.BadRequest("min_count must be <= max_count")
     image = None
