@@ -9,6 +9,7 @@ SQLite files under ``state_path``.
 from __future__ import annotations
 
 from oslo_config import cfg
+from oslo_utils import netutils
 
 from corral.core.config import database_opts, sqlite_url
 from corral.core.service_client import client_opts, register_client_opts
@@ -22,6 +23,14 @@ DEFAULT_OPTS = [
         "'fake.FakeDriver' runs one that pretends to host servers.",
     ),
 ]
+
+# This host's address, as a hypervisor's host_ip (upstream's option and default).
+MY_IP_OPT = cfg.StrOpt(
+    "my_ip",
+    default=netutils.get_my_ipv4(),
+    sample_default="<host_ipv4>",
+    help="IP address of this host, shown as the host_ip of its hypervisors.",
+)
 
 API_DATABASE_OPTS = database_opts(
     "Database URL of the Compute API database; "
@@ -179,6 +188,24 @@ SCHEDULER_OPTS = [
     ),
 ]
 
+# Upstream's weigher multipliers for the soft server group policies.
+FILTER_SCHEDULER_OPTS = [
+    cfg.FloatOpt(
+        "soft_affinity_weight_multiplier",
+        default=1.0,
+        min=0.0,
+        help="Weight of the number of a soft-affinity group's members a host has (more is better), "
+        "against the free RAM weight (multiplier 1).",
+    ),
+    cfg.FloatOpt(
+        "soft_anti_affinity_weight_multiplier",
+        default=1.0,
+        min=0.0,
+        help="Weight of the number of a soft-anti-affinity group's members a host has (fewer is better), "
+        "against the free RAM weight (multiplier 1).",
+    ),
+]
+
 PLACEMENT_OPTS = [
     cfg.StrOpt(
         "endpoint",
@@ -204,6 +231,8 @@ PLACEMENT_OPTS = [
 
 def register_opts(conf: cfg.ConfigOpts) -> None:
     conf.register_opts(DEFAULT_OPTS)
+    if "my_ip" not in conf:
+        conf.register_opt(MY_IP_OPT)
     conf.register_opts(API_DATABASE_OPTS, group="api_database")
     conf.register_opts(DATABASE_OPTS, group="database")
     conf.register_opts(CELLS_OPTS, group="cells")
@@ -212,6 +241,7 @@ def register_opts(conf: cfg.ConfigOpts) -> None:
     conf.register_opts(FAKE_DRIVER_OPTS, group="fake_driver")
     conf.register_opts(QUOTA_OPTS, group="quota")
     conf.register_opts(SCHEDULER_OPTS, group="scheduler")
+    conf.register_opts(FILTER_SCHEDULER_OPTS, group="filter_scheduler")
     _register_placement_client_opts(conf)
     # [glance]: the Image service, where boots find their images (as nova.conf
     # names the group). Bare Metal registers the same group; only what is

@@ -7,7 +7,8 @@ to the cell, and then, every ``[compute] poll_interval`` seconds:
 * spawns the instances the scheduler put on this host (``building`` ->
   ``active``),
 * reclaims soft-deleted instances older than ``[compute]
-  reclaim_instance_interval`` (deleted, resources released),
+  reclaim_instance_interval`` (deleted, resources released, no longer
+  counted on this host by their server group),
 * heartbeats every ``[compute] report_interval`` seconds.
 
 A failing pass is logged and the next one tries again; nothing here
@@ -17,6 +18,7 @@ raises into the caller.
 from __future__ import annotations
 
 import datetime
+import json
 import logging
 import threading
 import time
@@ -33,12 +35,19 @@ from corral.compute.db import cell_queries as cq
 from corral.compute.domain import states
 from corral.compute.domain.cell_admin import map_host
 from corral.compute.domain.scheduling import COMPUTE_BINARY
+from corral.compute.domain.server_groups import forget_host
 from corral.compute.scheduler import ComputeNodeReport, SchedulerClient
 
 LOG = logging.getLogger(__name__)
 
 # The traits every fake host reports.
 FAKE_TRAITS = frozenset({"COMPUTE_NODE"})
+# What upstream's fake driver reports of its hypervisor ("1.0" as an integer, and its CPU).
+FAKE_HYPERVISOR_VERSION = 1000
+FAKE_CPU_INFO = json.dumps({
+    "arch": "x86_64", "model": "Nehalem", "vendor": "Intel", "features": ["pge", "clflush"],
+    "topology": {"cores": 1, "threads": 1, "sockets": 4},
+})
 
 
 @dataclass
@@ -113,6 +122,9 @@ class ComputeManager:
             "host": self.host,
             "hypervisor_hostname": self.nodename,
             "hypervisor_type": "fake",
+            "hypervisor_version": FAKE_HYPERVISOR_VERSION,
+            "host_ip": self.conf.my_ip,
+            "cpu_info": FAKE_CPU_INFO,
             "vcpus": self.driver.vcpus,
             "memory_mb": self.driver.memory_mb,
             "local_gb": self.driver.local_gb,
@@ -191,3 +203,6 @@ class ComputeManager:
             if changed:
                 self.driver.destroy(instance["uuid"])
                 self.scheduler.release(instance["uuid"])
+                if self.api_db is not None:
+                    # Its server group no longer counts it on this host.
+                    forget_host(self.api_db, instance["uuid"])

@@ -1,9 +1,9 @@
 """Compute's microversions: the one canonical list.
 
-Every supported version, oldest first, with what it changed in the
-endpoints Corral serves.  Versions that only touch APIs Corral does not
-serve (keypairs, volumes, migrations...) are listed for completeness: a
-client may ask for them and gets the representations below.
+Every supported version, oldest first, with what it changed.  Versions
+that only touch APIs Corral does not serve (volumes, migrations, consoles,
+server actions...) are listed for completeness: a client may ask for them
+and gets the representations of the versions before.
 """
 
 from __future__ import annotations
@@ -16,8 +16,9 @@ SERVICE_TYPE = "compute"
 LEGACY_HEADER = "x-openstack-nova-api-version"
 
 VERSIONS = (
-    "2.1",   # the v2.1 API: servers, flavors, os-services, limits, os-quota-sets
-    "2.2",   # keypair type
+    "2.1",   # the v2.1 API: servers, flavors, os-services, limits, os-quota-sets, os-aggregates, os-keypairs,
+             # os-server-groups, os-hypervisors, os-availability-zone, os-simple-tenant-usage
+    "2.2",   # keypair type (ssh, x509); create 201, delete 204
     "2.3",   # extended server attributes: reservation_id, launch_index, hostname, ...
     "2.4",   # reserved hosts for volumes
     "2.5",   # ip6 filter on server lists
@@ -43,7 +44,7 @@ VERSIONS = (
     "2.25",  # live migration block_migration auto
     "2.26",  # server tags
     "2.27",  # standard OpenStack-API-Version header
-    "2.28",  # cpu_info as a JSON object
+    "2.28",  # hypervisor cpu_info as a JSON object
     "2.29",  # force evacuate
     "2.30",  # force live migrate
     "2.31",  # serial console URL fix
@@ -68,7 +69,8 @@ VERSIONS = (
     "2.50",  # quota classes: server groups
     "2.51",  # volume-extended events
     "2.52",  # tags on boot
-    "2.53",  # service and hypervisor ids are UUIDs; PUT /os-services/{id}
+    "2.53",  # service and hypervisor ids are UUIDs; PUT /os-services/{id}; hypervisor_hostname_pattern and
+             # with_servers replace /os-hypervisors/{pattern}/search and /servers
     "2.54",  # key pair on rebuild
     "2.55",  # flavor description
     "2.56",  # target host on cold migration

@@ -3,11 +3,13 @@
 Flavors with resources and traits, aggregates carrying reservation
 metadata as in the forbidden-aggregates design (required and default
 forbidden member prefixes), boots that land only where allowed, claims
-released on delete, capacity and quotas enforced.
+released on delete, capacity and quotas enforced, server group policies
+held also when boots race for the same host.
 """
 
 from __future__ import annotations
 
+import concurrent.futures
 from collections.abc import Iterator
 from typing import Any
 
@@ -192,3 +194,43 @@ def test_availability_zones(e2e: tuple[ComputeServer, PlacementSide]) -> None:
     assert services[0]["zone"] == "az-b"
     default_zone = [compute.boot(name=f"d{i}", availability_zone="nova") for i in range(2)]
     assert "host-gpu" not in {_host_of(compute, s) for s in default_zone}
+
+
+def _group(compute: ComputeServer, policy: str) -> str:
+    body = {"server_group": {"name": policy, "policy": policy}}
+    resp = compute.client("2.64", token=USER_A).post("/v2.1/os-server-groups", json=body)
+    assert resp.status_code == 200, resp.text
+    return str(resp.json()["server_group"]["id"])
+
+
+def _boot_in(compute: ComputeServer, group: str, name: str) -> str:
+    body = {"server": {"name": name, "flavorRef": "1", "imageRef": IMAGE, "networks": "none"},
+            "os:scheduler_hints": {"group": group}}
+    resp = compute.client("2.73", token=USER_A).post("/v2.1/servers", json=body)
+    assert resp.status_code == 202, resp.text
+    return str(resp.json()["server"]["id"])
+
+
+def test_server_group_policies_through_placement(e2e: tuple[ComputeServer, PlacementSide]) -> None:
+    compute, placement = e2e
+    spread = _group(compute, "anti-affinity")
+    servers = [_boot_in(compute, spread, f"a{index}") for index in range(4)]
+    hosts = [_host_of(compute, server) for server in servers]
+    assert sorted(hosts[:3]) == sorted(HOSTS) and hosts[3] is None
+    # The one left without a host holds no allocation.
+    assert placement.client.get(f"/allocations/{servers[3]}").json()["allocations"] == {}
+    packed = _group(compute, "soft-affinity")
+    together = {_host_of(compute, _boot_in(compute, packed, f"s{index}")) for index in range(3)}
+    assert len(together) == 1 and None not in together
+
+
+def test_concurrent_anti_affinity_boots_through_placement(e2e: tuple[ComputeServer, PlacementSide]) -> None:
+    compute, placement = e2e
+    group = _group(compute, "anti-affinity")
+    with concurrent.futures.ThreadPoolExecutor(max_workers=6) as pool:
+        servers = list(pool.map(lambda index: _boot_in(compute, group, f"c{index}"), range(6)))
+    hosts = [_host_of(compute, server) for server in servers]
+    assert sorted(host for host in hosts if host is not None) == sorted(HOSTS)
+    assert hosts.count(None) == 3
+    allocated = [s for s in servers if placement.client.get(f"/allocations/{s}").json()["allocations"]]
+    assert len(allocated) == 3

@@ -15,12 +15,13 @@ from tests.support.fuzz import Target, fuzz, names_in
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(fuzzing.timeout())]
 
-VERSIONS = ["2.1", "2.37", "2.47", "2.53", "2.69", SUPPORTED[-1], "latest"]
+VERSIONS = ["2.1", "2.10", "2.28", "2.37", "2.47", "2.53", "2.64", "2.69", SUPPORTED[-1], "latest"]
 # Query parameters read by name in the handlers.
 QUERY_NAMES = [
     "limit", "marker", "sort_key", "sort_dir", "minRam", "minDisk", "is_public", "changes-since", "changes-before",
     "all_tenants", "deleted", "name", "flavor", "image", "status", "host", "binary", "tenant_id", "user_id",
-    "project_id", "ip", "reservation_id", "availability_zone", "locked",
+    "project_id", "ip", "reservation_id", "availability_zone", "locked", "offset", "all_projects",
+    "hypervisor_hostname_pattern", "with_servers", "start", "end", "detailed",
 ]
 
 
@@ -39,13 +40,24 @@ def _seed(cloud: ComputeServer) -> dict[str, list[str]]:
     # Requests change the project's quota now and then; seeding must not depend on it.
     unlimited = {"quota_set": {"instances": -1, "cores": -1, "ram": -1, "force": True}}
     assert admin.put("/v2.1/os-quota-sets/project-a", json=unlimited).status_code == 200
+    unlimited = {"quota_set": {"key_pairs": -1, "server_groups": -1, "force": True}}
+    assert admin.put("/v2.1/os-quota-sets/admin", json=unlimited).status_code == 200
     server = cloud.boot(token="admin:project-a", name=f"fuzz-{tag}", flavorRef=flavor["id"])
     cloud.run_computes()
     aggregate = admin.post("/v2.1/os-aggregates", json={"aggregate": {"name": f"fuzz-{tag}"}})
     assert aggregate.status_code == 200, aggregate.text
     services = admin.get("/v2.1/os-services").json()["services"]
     old_services = cloud.client("2.1").get("/v2.1/os-services").json()["services"]
+    keypair = admin.post("/v2.1/os-keypairs", json={"keypair": {"name": f"fuzz-{tag}"}})
+    assert keypair.status_code == 201, keypair.text
+    group = admin.post("/v2.1/os-server-groups", json={"server_group": {"name": f"fuzz-{tag}", "policy": "affinity"}})
+    assert group.status_code == 200, group.text
+    hypervisors = admin.get("/v2.1/os-hypervisors").json()["hypervisors"]
+    old_hypervisors = cloud.client("2.1").get("/v2.1/os-hypervisors").json()["hypervisors"]
     return {
+        "keypair_name": [f"fuzz-{tag}"],
+        "group_id": [group.json()["server_group"]["id"]],
+        "hypervisor_id": [str(h["id"]) for h in hypervisors + old_hypervisors] + ["host"],
         "flavor_id": [flavor["id"], "1"],
         "server_id": [server],
         "key": ["hw:cpu_policy"],
@@ -70,7 +82,17 @@ def _examples(ids: dict[str, list[str]]) -> dict[tuple[str, str], list[Any]]:
         ("PUT", "/flavors/{flavor_id}"): [{"flavor": {"description": "new"}}],
         ("POST", "/flavors/{flavor_id}/os-extra_specs"): [{"extra_specs": {"hw:cpu_policy": "dedicated"}}],
         ("PUT", "/flavors/{flavor_id}/os-extra_specs/{key}"): [{"hw:cpu_policy": "dedicated"}],
-        ("POST", "/servers"): [{"server": server}],
+        ("POST", "/servers"): [{"server": server}, {
+            "server": {**server, "key_name": "k", "user_data": "aGk=", "config_drive": True},
+            "os:scheduler_hints": {"group": ids["group_id"][0], "same_host": [], "different_host": ids["server_id"]},
+        }],
+        ("POST", "/os-keypairs"): [
+            {"keypair": {"name": "fuzz-key", "type": "ssh", "user_id": "u"}},
+            {"keypair": {"name": "fuzz-imported", "public_key": "ssh-ed25519 "
+                         "AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl x"}}],
+        ("POST", "/os-server-groups"): [
+            {"server_group": {"name": "g", "policy": "anti-affinity", "rules": {"max_server_per_host": 2}}},
+            {"server_group": {"name": "g", "policies": ["soft-affinity"]}}],
         ("POST", "/servers/{server_id}/action"): [
             {"reboot": {"type": "SOFT"}}, {"os-stop": None}, {"os-start": None}, {"restore": None},
             {"forceDelete": None}],
@@ -107,6 +129,14 @@ def _queries(ids: dict[str, list[str]]) -> dict[str, list[list[tuple[str, str]]]
         "/servers": servers, "/servers/detail": servers, "/flavors": flavors, "/flavors/detail": flavors,
         "/os-services": [[("host", "host-cell1"), ("binary", "nova-compute")]],
         "/limits": [[("tenant_id", "project-a")]],
+        "/os-keypairs": [[("user_id", "admin"), ("limit", "1"), ("marker", "a")]],
+        "/os-server-groups": [[("all_projects", "1"), ("limit", "1"), ("offset", "1")]],
+        "/os-hypervisors": [[("limit", "1"), ("marker", "1")], [("hypervisor_hostname_pattern", "host"),
+                                                                ("with_servers", "true")]],
+        "/os-hypervisors/detail": [[("limit", "1"), ("with_servers", "1")]],
+        "/os-simple-tenant-usage": [[("start", "2020-01-01T00:00:00"), ("end", "2030-01-01 00:00:00.5"),
+                                     ("detailed", "1"), ("limit", "1"), ("marker", "m")]],
+        "/os-simple-tenant-usage/{project_id}": [[("start", "2020-01-01T00:00:00.000001"), ("limit", "2")]],
         "/os-quota-sets/{project_id}": [[("user_id", "u")]],
         "/os-quota-sets/{project_id}/detail": [[("user_id", "u")]],
     }
@@ -131,5 +161,8 @@ def test_no_request_gets_a_500(cloud: ComputeServer, request: pytest.FixtureRequ
         keys=names_in("corral.compute.api") + QUERY_NAMES,
         tokens=["admin"] * 6 + ["alice:project-a", "bob"],
         reseed=lambda: _seed(cloud),
+        # Upstream's fake driver cannot tell a host's uptime: 501, as upstream answers.
+        allowed_5xx={template: {501} for template in ("/v2.1/os-hypervisors/{hypervisor_id}/uptime",
+                                                      "/v2.1/{url_project_id}/os-hypervisors/{hypervisor_id}/uptime")},
     )
     fuzz(target, request, backend)

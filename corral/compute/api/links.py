@@ -8,6 +8,7 @@ segment appears only when the request's URL had one.
 from __future__ import annotations
 
 from typing import Any
+from urllib.parse import urlencode
 
 import falcon
 
@@ -36,3 +37,16 @@ def collection_url(state: Any, req: falcon.Request, collection: str) -> str:
     project = req.context.extras.get(URL_PROJECT)
     middle = f"/{project}" if project else ""
     return f"{base}/v2.1{middle}/{collection}"
+
+
+def next_link(state: Any, req: falcon.Request, collection: str, marker: str) -> list[dict[str, str]]:
+    """Upstream's ``next`` link: the request's parameters sorted, one value each, marker replaced.
+
+    Upstream sorts the (name, value) pairs and keeps the last one of each
+    name, which for a repeated parameter is its greatest value.
+    """
+    params: dict[str, str] = {}
+    for name, value in sorted(req.params.items()):
+        params[name] = max(value) if isinstance(value, list) else value
+    params["marker"] = marker
+    return [{"rel": "next", "href": f"{collection_url(state, req, collection)}?{urlencode(params)}"}]

@@ -58,6 +58,28 @@ AGGREGATES_ADD_HOST = "os_compute_api:os-aggregates:add_host"
 AGGREGATES_REMOVE_HOST = "os_compute_api:os-aggregates:remove_host"
 AGGREGATES_SET_METADATA = "os_compute_api:os-aggregates:set_metadata"
 HYPERVISORS_LIST = "os_compute_api:os-hypervisors:list"
+HYPERVISORS_LIST_DETAIL = "os_compute_api:os-hypervisors:list-detail"
+HYPERVISORS_STATISTICS = "os_compute_api:os-hypervisors:statistics"
+HYPERVISORS_SHOW = "os_compute_api:os-hypervisors:show"
+HYPERVISORS_UPTIME = "os_compute_api:os-hypervisors:uptime"
+HYPERVISORS_SEARCH = "os_compute_api:os-hypervisors:search"
+HYPERVISORS_SERVERS = "os_compute_api:os-hypervisors:servers"
+KEYPAIRS_INDEX = "os_compute_api:os-keypairs:index"
+KEYPAIRS_CREATE = "os_compute_api:os-keypairs:create"
+KEYPAIRS_DELETE = "os_compute_api:os-keypairs:delete"
+KEYPAIRS_SHOW = "os_compute_api:os-keypairs:show"
+SERVER_GROUPS_CREATE = "os_compute_api:os-server-groups:create"
+SERVER_GROUPS_DELETE = "os_compute_api:os-server-groups:delete"
+SERVER_GROUPS_INDEX = "os_compute_api:os-server-groups:index"
+SERVER_GROUPS_INDEX_ALL_PROJECTS = "os_compute_api:os-server-groups:index:all_projects"
+SERVER_GROUPS_SHOW = "os_compute_api:os-server-groups:show"
+AVAILABILITY_ZONE_LIST = "os_compute_api:os-availability-zone:list"
+AVAILABILITY_ZONE_DETAIL = "os_compute_api:os-availability-zone:detail"
+USAGE_SHOW = "os_compute_api:os-simple-tenant-usage:show"
+USAGE_LIST = "os_compute_api:os-simple-tenant-usage:list"
+
+# The owner of a key pair (user-scoped, unlike every other resource here).
+ADMIN_OR_USER = "(" + ADMIN + ") or user_id:%(user_id)s"
 
 _DEFAULTS: list[tuple[str, str, str]] = [
     (SERVERS_INDEX, PROJECT_READER_OR_ADMIN, "List servers."),
@@ -104,6 +126,25 @@ _DEFAULTS: list[tuple[str, str, str]] = [
     (AGGREGATES_REMOVE_HOST, ADMIN, "Remove a host from an aggregate."),
     (AGGREGATES_SET_METADATA, ADMIN, "Set an aggregate's metadata."),
     (HYPERVISORS_LIST, ADMIN, "List hypervisors."),
+    (HYPERVISORS_LIST_DETAIL, ADMIN, "List hypervisors with details."),
+    (HYPERVISORS_STATISTICS, ADMIN, "Show summary statistics of all hypervisors."),
+    (HYPERVISORS_SHOW, ADMIN, "Show a hypervisor."),
+    (HYPERVISORS_UPTIME, ADMIN, "Show a hypervisor's uptime."),
+    (HYPERVISORS_SEARCH, ADMIN, "Search hypervisors by hostname pattern."),
+    (HYPERVISORS_SERVERS, ADMIN, "List the servers of hypervisors matching a hostname pattern."),
+    (KEYPAIRS_INDEX, ADMIN_OR_USER, "List key pairs."),
+    (KEYPAIRS_CREATE, ADMIN_OR_USER, "Create or import a key pair."),
+    (KEYPAIRS_DELETE, ADMIN_OR_USER, "Delete a key pair."),
+    (KEYPAIRS_SHOW, ADMIN_OR_USER, "Show a key pair."),
+    (SERVER_GROUPS_CREATE, PROJECT_MEMBER_OR_ADMIN, "Create a server group."),
+    (SERVER_GROUPS_DELETE, PROJECT_MEMBER_OR_ADMIN, "Delete a server group."),
+    (SERVER_GROUPS_INDEX, PROJECT_READER_OR_ADMIN, "List the project's server groups."),
+    (SERVER_GROUPS_INDEX_ALL_PROJECTS, ADMIN, "List the server groups of every project."),
+    (SERVER_GROUPS_SHOW, PROJECT_READER_OR_ADMIN, "Show a server group."),
+    (AVAILABILITY_ZONE_LIST, ANY, "List availability zones."),
+    (AVAILABILITY_ZONE_DETAIL, ADMIN, "List availability zones with their hosts and services."),
+    (USAGE_SHOW, PROJECT_READER_OR_ADMIN, "Show a project's usage."),
+    (USAGE_LIST, ADMIN, "List the usage of every project."),
 ]
 
 

@@ -12,7 +12,10 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from corral.core.http import Endpoint, Route
-from corral.compute.api.handlers import aggregates, flavors, os_services, quotas, root, servers
+from corral.compute.api.handlers import (
+    aggregates, availability_zones, flavors, hypervisors, keypairs, os_services, quotas, root, server_groups,
+    servers, usage,
+)
 from corral.compute.api.links import URL_PROJECT
 
 API_PREFIX = "/v2.1"
@@ -47,5 +50,9 @@ def versioned(routes: Iterable[Route]) -> list[Route]:
 def all_routes() -> list[Route]:
     return [
         *root.ROUTES,
-        *versioned([*flavors.ROUTES, *servers.ROUTES, *os_services.ROUTES, *quotas.ROUTES, *aggregates.ROUTES]),
+        *versioned([
+            *flavors.ROUTES, *servers.ROUTES, *os_services.ROUTES, *quotas.ROUTES, *aggregates.ROUTES,
+            *keypairs.ROUTES, *server_groups.ROUTES, *hypervisors.ROUTES, *availability_zones.ROUTES,
+            *usage.ROUTES,
+        ]),
     ]

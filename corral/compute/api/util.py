@@ -12,6 +12,7 @@ import jsonschema
 from corral.core import errors
 from corral.core.http import parse_json, read_body
 from corral.core.schema import best_error
+from corral.compute.api import validation
 from corral.compute.api.state import ComputeState
 
 
@@ -55,12 +56,12 @@ class Schema:
 
     def __init__(self, schema: dict[str, Any]) -> None:
         _Validator.check_schema(schema)
-        self._validator = _Validator(schema, format_checker=jsonschema.FormatChecker())
+        self._validator = _Validator(schema, format_checker=validation.FORMATS)
 
     def validate(self, body: Any) -> None:
         problem = best_error(self._validator, body)
         if problem is not None:
-            raise errors.BadRequest(nova_message(problem))
+            raise errors.BadRequest(validation.body_message(problem, nova_message(problem)))
 
 
 def json_body(state: ComputeState, req: falcon.Request, schema: Schema | None = None) -> Any:
@@ -119,7 +120,12 @@ def bounded_int(value: Any, field: str, *, minimum: int, maximum: int = MAX_INT)
 
     Schemas cannot bound digit strings, which upstream also accepts.
     """
-    number = int(value)
+    text = str(value).strip()
+    if len(text.lstrip("+-").lstrip("0")) <= 20:
+        number = int(value)
+    else:
+        # Beyond any bound (and longer than Python converts from a string).
+        number = minimum - 1 if text.startswith("-") else maximum + 1
     if number > maximum:
         raise errors.BadRequest(
             f"Invalid input for field/attribute {field}. Value: {value}. "

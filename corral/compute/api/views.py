@@ -6,7 +6,7 @@ Full records follow upstream's shape at each version.  Minimal records
 
 Show of a down-cell server with an image: upstream fails with 500 from
 2.98 on (it reads image properties from the unreachable cell); Corral
-serves at most 2.69, and its minimal image never carries ``properties``.
+serves at most 2.73, and its minimal image never carries ``properties``.
 """
 
 from __future__ import annotations
@@ -90,6 +90,7 @@ def full_view(
     host_status: str | None,
     extra_specs: bool,
     single: bool = False,
+    server_groups: list[str] | None = None,
 ) -> dict[str, Any]:
     """One server as ``/servers/detail`` and (``single``) ``GET /servers/{id}`` show it."""
     context = req.context
@@ -158,8 +159,8 @@ def full_view(
     if context.at_least(*LOCKED_REASON):
         view["locked_reason"] = None
     if single and context.at_least(*SERVER_GROUPS):
-        # Corral has no server groups.
-        view["server_groups"] = []
+        # The uuids of the server groups the server is a member of.
+        view["server_groups"] = list(server_groups or [])
     return view
 
 
@@ -184,7 +185,8 @@ def minimal_detail(state: ComputeState, req: falcon.Request, mapping: Any) -> di
     }
 
 
-def minimal_show(state: ComputeState, req: falcon.Request, mapping: Any, spec: dict[str, Any]) -> dict[str, Any]:
+def minimal_show(state: ComputeState, req: falcon.Request, mapping: Any, spec: dict[str, Any],
+                 server_groups: list[str] | None = None) -> dict[str, Any]:
     image = spec.get("image") or {}
     flavor = dict(spec["flavor"])
     if not req.context.at_least(*EMBEDDED_FLAVOR):
@@ -203,5 +205,5 @@ def minimal_show(state: ComputeState, req: falcon.Request, mapping: Any, spec: d
         "OS-EXT-STS:power_state": states.NOSTATE,
     }
     if req.context.at_least(*SERVER_GROUPS):
-        view["server_groups"] = []
+        view["server_groups"] = list(server_groups or [])
     return view

@@ -4,7 +4,8 @@ The API database knows where everything lives: cells (``cell_mappings``),
 which cell holds each compute host (``host_mappings``) and each instance
 (``instance_mappings``), plus what the API needs without reaching a cell:
 request specs (the flavor, image and availability zone a server was booted
-with), build requests, flavors, quotas and host aggregates.
+with), build requests, flavors, quotas, host aggregates, key pairs and
+server groups (``instance_groups``) with their members.
 
 ``instance_mappings.queued_for_delete`` is nullable on purpose: NULL means
 "not migrated yet" and readers treat it as "not deleted"; the online data
@@ -14,6 +15,7 @@ migration fills it from the cells.
 from __future__ import annotations
 
 import sqlalchemy as sa
+from sqlalchemy.dialects import mysql
 
 from corral.core.db import NAMING_CONVENTION
 from corral.core.db import timestamp_columns as _timestamps
@@ -156,4 +158,58 @@ aggregate_metadata = sa.Table(
     sa.Column("value", sa.String(255), nullable=False),
     *_timestamps(),
     sa.UniqueConstraint("aggregate_id", "key"),
+)
+
+
+# Key pair names compare byte for byte on every backend (MySQL's default
+# collation would make "Key" and "key" the same name).
+_KEY_NAME = sa.String(255).with_variant(mysql.VARCHAR(255, collation="utf8mb4_bin"), "mysql", "mariadb")
+# Public keys as large as a request body may carry (MySQL's TEXT stops at 64 KiB).
+LONG_TEXT = sa.Text().with_variant(mysql.MEDIUMTEXT(), "mysql", "mariadb")
+
+key_pairs = sa.Table(
+    "key_pairs",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True),
+    sa.Column("name", _KEY_NAME, nullable=False),
+    sa.Column("user_id", sa.String(255), nullable=False),
+    sa.Column("fingerprint", sa.String(255), nullable=True),
+    sa.Column("public_key", LONG_TEXT, nullable=True),
+    # 'ssh' or 'x509'
+    sa.Column("type", sa.String(4), nullable=False, default="ssh"),
+    *_timestamps(),
+    sa.UniqueConstraint("user_id", "name"),
+)
+
+instance_groups = sa.Table(
+    "instance_groups",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True),
+    sa.Column("uuid", sa.String(36), nullable=False, unique=True),
+    sa.Column("name", sa.String(255), nullable=True),
+    sa.Column("project_id", sa.String(255), nullable=False, index=True),
+    sa.Column("user_id", sa.String(255), nullable=True),
+    # 'affinity', 'anti-affinity', 'soft-affinity' or 'soft-anti-affinity'
+    sa.Column("policy", sa.String(255), nullable=False),
+    # JSON object of strings ({"max_server_per_host": "2"}); NULL for groups
+    # created before microversion 2.64 (shown as {} afterwards).
+    sa.Column("rules", sa.Text, nullable=True),
+    *_timestamps(),
+)
+
+# A server's membership in a group, recorded when it is booted into it.
+# ``host`` is where the scheduler placed it (set under the group's row lock
+# when its resources are claimed, cleared when it is deleted for good), so
+# that concurrent boots see the hosts of members not yet in a cell.
+instance_group_member = sa.Table(
+    "instance_group_member",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True),
+    sa.Column(
+        "group_id", sa.Integer, sa.ForeignKey("instance_groups.id", ondelete="CASCADE"), nullable=False
+    ),
+    sa.Column("instance_uuid", sa.String(36), nullable=False, index=True),
+    sa.Column("host", sa.String(255), nullable=True),
+    *_timestamps(),
+    sa.UniqueConstraint("group_id", "instance_uuid"),
 )

@@ -311,12 +311,73 @@ def delete_service(conn: Connection, service_id: int) -> None:
 # ----------------------------------------------------------- compute nodes
 
 
-def compute_nodes(conn: Connection, host: str | None = None) -> list[dict[str, Any]]:
-    # SELECT * FROM compute_nodes [WHERE host = :host] ORDER BY id
+def compute_nodes(conn: Connection, host: str | None = None, hostname_like: str | None = None) -> list[dict[str, Any]]:
+    """Compute nodes by id; ``hostname_like`` is a LIKE pattern, compared ignoring case."""
+    # SELECT * FROM compute_nodes [WHERE host = :host] [AND lower(hypervisor_hostname) LIKE lower(:pattern)]
+    #   ORDER BY id
     query = sa.select(t.compute_nodes)
     if host is not None:
         query = query.where(t.compute_nodes.c.host == host)
+    if hostname_like is not None:
+        query = query.where(t.compute_nodes.c.hypervisor_hostname.ilike(hostname_like))
     return [dict(row._mapping) for row in conn.execute(query.order_by(t.compute_nodes.c.id))]
+
+
+def node_usage(conn: Connection) -> dict[tuple[str, str], dict[str, int]]:
+    """What the instances on each (host, node) use: neither deleted ones nor those on no host count."""
+    # SELECT host, node, count(*), sum(vcpus), sum(memory_mb), sum(root_gb + ephemeral_gb),
+    #   sum(CASE WHEN task_state IS NOT NULL THEN 1 ELSE 0 END)
+    #   FROM instances WHERE deleted = false AND host IS NOT NULL GROUP BY host, node
+    c = t.instances.c
+    query = (
+        sa.select(
+            c.host, c.node, sa.func.count(), sa.func.sum(c.vcpus), sa.func.sum(c.memory_mb),
+            sa.func.sum(c.root_gb + c.ephemeral_gb), sa.func.sum(sa.case((c.task_state.is_not(None), 1), else_=0)),
+        )
+        .where(c.deleted.is_(False), c.host.is_not(None))
+        .group_by(c.host, c.node)
+    )
+    return {
+        (row[0], row[1] or ""): {"running_vms": int(row[2]), "vcpus_used": int(row[3] or 0),
+                                 "memory_mb_used": int(row[4] or 0), "local_gb_used": int(row[5] or 0),
+                                 "current_workload": int(row[6] or 0)}
+        for row in conn.execute(query)
+    }
+
+
+def instances_on_hosts(conn: Connection, hosts: Sequence[str]) -> list[dict[str, Any]]:
+    """uuid, display_name and host of the instances on ``hosts`` that are not deleted, by id."""
+    # SELECT uuid, display_name, host FROM instances WHERE host IN (...) AND deleted = false ORDER BY id
+    c = t.instances.c
+    if not hosts:
+        return []
+    query = sa.select(c.uuid, c.display_name, c.host).where(c.host.in_(list(hosts)), c.deleted.is_(False))
+    return [dict(row._mapping) for row in conn.execute(query.order_by(c.id))]
+
+
+def active_in_window(conn: Connection, begin: datetime.datetime, end: datetime.datetime, project_id: str | None,
+                     limit: int | None, after: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+    """Instances that ran during [begin, end), deleted ones included, by project then uuid.
+
+    ``after`` is a marker instance: only instances after it in that order.
+    """
+    # SELECT * FROM instances WHERE (terminated_at IS NULL OR terminated_at > :begin) AND launched_at < :end
+    #   [AND project_id = :p] [AND (project_id > :mp OR (project_id = :mp AND uuid > :mu))]
+    #   ORDER BY project_id, uuid [LIMIT :limit]
+    c = t.instances.c
+    query = sa.select(t.instances).where(
+        sa.or_(c.terminated_at.is_(None), c.terminated_at > begin), c.launched_at < end
+    )
+    if project_id is not None:
+        query = query.where(c.project_id == project_id)
+    if after is not None:
+        query = query.where(sa.or_(
+            c.project_id > after["project_id"], sa.and_(c.project_id == after["project_id"], c.uuid > after["uuid"])
+        ))
+    query = query.order_by(c.project_id, c.uuid)
+    if limit is not None:
+        query = query.limit(limit)
+    return [instance_dict(row) for row in conn.execute(query)]
 
 
 def compute_hosts(conn: Connection) -> list[str]:

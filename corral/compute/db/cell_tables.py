@@ -10,6 +10,7 @@ and the online data migration can still see them.
 from __future__ import annotations
 
 import sqlalchemy as sa
+from sqlalchemy.dialects import mysql
 
 from corral.core.db import NAMING_CONVENTION, Timestamp
 from corral.core.db import timestamp_columns as _timestamps
@@ -43,6 +44,8 @@ instances = sa.Table(
     sa.Column("flavorid", sa.String(255), nullable=False),
     sa.Column("image_ref", sa.String(255), nullable=True),
     sa.Column("key_name", sa.String(255), nullable=True),
+    # The key pair's public key at boot (what a config drive carries).
+    sa.Column("key_data", sa.Text().with_variant(mysql.MEDIUMTEXT(), "mysql", "mariadb"), nullable=True),
     sa.Column("reservation_id", sa.String(255), nullable=True),
     sa.Column("launch_index", sa.Integer, nullable=True),
     sa.Column("config_drive", sa.String(255), nullable=True),
@@ -101,6 +104,10 @@ compute_nodes = sa.Table(
     sa.Column("host", sa.String(255), nullable=False),
     sa.Column("hypervisor_hostname", sa.String(255), nullable=False),
     sa.Column("hypervisor_type", sa.String(255), nullable=False),
+    sa.Column("hypervisor_version", sa.Integer, nullable=True),
+    sa.Column("host_ip", sa.String(39), nullable=True),
+    # JSON, as the virt driver describes the CPU.
+    sa.Column("cpu_info", sa.Text, nullable=True),
     sa.Column("vcpus", sa.Integer, nullable=False),
     sa.Column("memory_mb", sa.Integer, nullable=False),
     sa.Column("local_gb", sa.Integer, nullable=False),

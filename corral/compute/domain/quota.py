@@ -21,6 +21,7 @@ from corral.core.db import Database
 from corral.compute.cells import CellMapping, CellRegistry, is_failure
 from corral.compute.db import api_queries as q
 from corral.compute.db import cell_queries as cq
+from corral.compute.db import server_groups as group_db
 
 COUNTED = ("instances", "cores", "ram")
 # Resources shown at every version from 2.57 on, in upstream's order.
@@ -90,6 +91,12 @@ def count_usage(api_db: Database, cells: CellRegistry, project_id: str) -> Usage
         for name in COUNTED:
             usage.counts[name] += answer[name]  # type: ignore[index]
     return usage
+
+
+def server_groups_in_use(api_db: Database, project_id: str) -> int:
+    """The project's server groups (``key_pairs`` and ``server_group_members`` are per user: upstream shows 0)."""
+    with api_db.read() as conn:
+        return group_db.count_groups(conn, project_id)
 
 
 def project_has_servers_in(api_db: Database, project_id: str, down_cells: list[CellMapping]) -> bool:

@@ -48,6 +48,11 @@ class BootPlan:
     host_zones: dict[str, str] = field(default_factory=dict)
     # Set when the aggregates rule out every host (a required aggregate is missing).
     impossible: str | None = None
+    # The server group to enforce, and the servers of the same_host and
+    # different_host hints (see corral.compute.domain.server_groups).
+    group: dict[str, Any] | None = None
+    same_host: list[str] = field(default_factory=list)
+    different_host: list[str] = field(default_factory=list)
 
 
 def flavor_resources(flavor: dict[str, Any], boot_from_volume: bool) -> tuple[dict[str, int], set[str], set[str]]:
@@ -120,7 +125,8 @@ def build_resource_request(state: Any, boot: Any) -> BootPlan:
         resources=resources, required_traits=required, forbidden_traits=forbidden,
         member_of=groups, forbidden_aggregates=forbidden_aggs,
     )
-    return BootPlan(request, boot.forced_host, host_zones(aggregates), impossible)
+    return BootPlan(request, boot.forced_host, host_zones(aggregates), impossible,
+                    group=boot.group, same_host=list(boot.same_host), different_host=list(boot.different_host))
 
 
 def _service_is_up(conf: Any, service: dict[str, Any], now: datetime.datetime) -> bool:

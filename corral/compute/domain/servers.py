@@ -28,7 +28,8 @@ from corral.compute.domain.exceptions import CellDown
 from corral.compute.cells import CellMapping, CellRegistry
 from corral.compute.db import api_queries as q
 from corral.compute.db import cell_queries as cq
-from corral.compute.domain import quota, states
+from corral.compute.db import server_groups as group_db
+from corral.compute.domain import quota, server_groups, states
 from corral.compute.domain.scheduling import BootPlan, build_resource_request, eligible_nodes
 from corral.compute.scheduler import NoValidHost, SchedulerUnavailable
 
@@ -50,6 +51,8 @@ class BootRequest:
     forced_host: str | None
     metadata: dict[str, str]
     key_name: str | None = None
+    # The key pair's public key (what a config drive would carry).
+    key_data: str | None = None
     description: str | None = None
     user_data: str | None = None
     config_drive: str | None = None
@@ -58,6 +61,11 @@ class BootRequest:
     min_count: int = 1
     max_count: int = 1
     scheduler_hints: dict[str, Any] = field(default_factory=dict)
+    # The server group of the 'group' hint, and the servers of the
+    # 'same_host' and 'different_host' hints.
+    group: dict[str, Any] | None = None
+    same_host: list[str] = field(default_factory=list)
+    different_host: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -105,14 +113,17 @@ def create_servers(state: Any, context: RequestContext, boot: BootRequest) -> Bo
     count = _check_quota(state, context, boot)
     reservation_id = "r-" + secrets.token_hex(4)
     plan = build_resource_request(state, boot)
-    created: list[tuple[str, str]] = []
+    instances = []
     for index in range(count):
-        instance_uuid = str(uuidlib.uuid4())
         name = boot.name if count == 1 else f"{boot.name}-{index + 1}"
-        instance = _new_instance(context, boot, instance_uuid, name, reservation_id, index)
-        _record_build(state.api_db, context, boot, instance)
+        instances.append(_new_instance(context, boot, str(uuidlib.uuid4()), name, reservation_id, index))
+    members_limit = quota.project_limits(state.conf, state.api_db, context.project_id or "")["server_group_members"]
+    # Every server of the request is recorded (and joins its group) at once, or none is.
+    state.api_db.write(_record_builds, context, boot, instances, members_limit)
+    created: list[tuple[str, str]] = []
+    for instance in instances:
         _schedule_and_build(state, plan, instance, boot.metadata)
-        created.append((instance_uuid, _password()))
+        created.append((instance["uuid"], _password()))
     return BootResult(reservation_id, created)
 
 
@@ -138,6 +149,7 @@ def _new_instance(context: RequestContext, boot: BootRequest, instance_uuid: str
         "flavorid": flavor["flavorid"],
         "image_ref": boot.image_id or "",
         "key_name": boot.key_name,
+        "key_data": boot.key_data,
         "reservation_id": reservation_id,
         "launch_index": index,
         "config_drive": boot.config_drive or "",
@@ -157,20 +169,31 @@ def _hostname(name: str) -> str:
     return cleaned[:63] or "server"
 
 
-def _record_build(api_db: Database, context: RequestContext, boot: BootRequest, instance: dict[str, Any]) -> None:
-    spec = {
-        "instance_uuid": instance["uuid"],
-        "project_id": context.project_id,
-        "user_id": context.user_id,
-        "flavor": _embedded_flavor(boot.flavor),
-        "image": {"id": boot.image_id} if boot.image_id else {},
-        "availability_zone": boot.availability_zone,
-        "forced_host": boot.forced_host,
-        "scheduler_hints": boot.scheduler_hints,
-        "num_instances": boot.max_count,
-    }
-
-    def work(conn: Any) -> None:
+def _record_builds(conn: Any, context: RequestContext, boot: BootRequest, instances: list[dict[str, Any]],
+                   members_limit: int) -> None:
+    """Mappings, request specs and build requests of the servers, and their group membership."""
+    group = boot.group
+    if group is not None:
+        # Under the group's row lock, so that concurrent boots count each other's members.
+        locked = group_db.get_group(conn, group["uuid"], lock=True)
+        if locked is None:
+            raise errors.BadRequest(f"Instance group {group['uuid']} could not be found.")
+        members = group_db.count_live_members(conn, locked["id"], context.user_id or "")
+        if members_limit >= 0 and members + len(instances) > members_limit:
+            raise quota.OverQuota("Quota exceeded, too many servers in group")
+        group_db.add_members(conn, locked["id"], [instance["uuid"] for instance in instances])
+    for instance in instances:
+        spec = {
+            "instance_uuid": instance["uuid"],
+            "project_id": context.project_id,
+            "user_id": context.user_id,
+            "flavor": _embedded_flavor(boot.flavor),
+            "image": {"id": boot.image_id} if boot.image_id else {},
+            "availability_zone": boot.availability_zone,
+            "forced_host": boot.forced_host,
+            "scheduler_hints": boot.scheduler_hints,
+            "num_instances": boot.max_count,
+        }
         q.create_instance_mapping(
             conn, instance_uuid=instance["uuid"], cell_id=None, project_id=instance["project_id"],
             user_id=instance["user_id"], queued_for_delete=False, created_at=instance["created_at"],
@@ -178,17 +201,12 @@ def _record_build(api_db: Database, context: RequestContext, boot: BootRequest, 
         q.create_request_spec(conn, instance["uuid"], spec)
         q.create_build_request(conn, instance["uuid"], instance["project_id"], {**instance, "metadata": boot.metadata})
 
-    api_db.write(work)
-
 
 def _schedule_and_build(state: Any, plan: BootPlan, instance: dict[str, Any], metadata: dict[str, str]) -> None:
     instance_uuid = instance["uuid"]
-    request = plan.request
     try:
-        request.eligible_nodes = eligible_nodes(state, plan, instance.get("availability_zone"))
-        selection = state.scheduler.select_and_claim(
-            request, instance_uuid, instance["project_id"], instance["user_id"]
-        )
+        nodes = eligible_nodes(state, plan, instance.get("availability_zone"))
+        selection = server_groups.select_and_claim(state, plan, instance, nodes)
     except (NoValidHost, SchedulerUnavailable) as error:
         LOG.info("server %s could not be scheduled: %s", instance_uuid, error)
         _bury_in_cell0(state, instance, metadata)
@@ -214,6 +232,7 @@ def _schedule_and_build(state: Any, plan: BootPlan, instance: dict[str, Any], me
     except Exception as error:
         LOG.warning("server %s could not be created on %s: %s", instance_uuid, selection.host, error)
         state.scheduler.release(instance_uuid)
+        server_groups.forget_host(state.api_db, instance_uuid)
         _bury_in_cell0(state, instance, metadata)
         return
     _finish_build(state.api_db, instance_uuid, cell.id)
@@ -329,6 +348,7 @@ def _hard_delete(state: Any, found: Found) -> None:
             task_state=None, power_state=states.NOSTATE,
         )
     _set_queued_for_delete(state, instance_uuid, True)
+    server_groups.forget_host(state.api_db, instance_uuid)
     try:
         state.scheduler.release(instance_uuid)
     except SchedulerUnavailable as error:

@@ -42,6 +42,10 @@ class ResourceRequest:
     # Providers that may be chosen: compute node uuid -> (host, nodename),
     # the nodes of hosts that are up and enabled (and the forced host).
     eligible_nodes: dict[str, tuple[str, str]] = field(default_factory=dict)
+    # A raw weight per host added to the RAM weight once normalised and
+    # multiplied (the soft server group policies); hosts not named weigh 0.
+    host_weights: dict[str, float] = field(default_factory=dict)
+    host_weight_multiplier: float = 0.0
 
     def query(self, limit: int) -> list[tuple[str, str]]:
         """Query parameters of GET /allocation_candidates."""
@@ -55,6 +59,35 @@ class ResourceRequest:
             params.append(("member_of", "!in:" + ",".join(sorted(self.forbidden_aggregates))))
         params.append(("limit", str(limit)))
         return params
+
+
+def normalize(values: list[float]) -> list[float]:
+    """Upstream's weight normalisation: to [0, 1], all 0 when every value is the same."""
+    if not values:
+        return []
+    low, high = min(values), max(values)
+    if low == high:
+        return [0.0] * len(values)
+    return [(value - low) / (high - low) for value in values]
+
+
+def rank(request: ResourceRequest, candidates: list[tuple[str, int]]) -> list[str]:
+    """Candidate nodes ([(node uuid, free RAM MiB)]) best first.
+
+    As upstream's weighers add up: the normalised free RAM (the RAM
+    weigher, multiplier 1) plus the normalised host weight times its
+    multiplier.  Ties go to the better host weight, then more free RAM,
+    then the node name.
+    """
+    hosts = [request.eligible_nodes[node][0] for node, _free in candidates]
+    ram = normalize([float(free) for _node, free in candidates])
+    extra = normalize([request.host_weights.get(host, 0.0) for host in hosts])
+    scored = []
+    for index, (node, free) in enumerate(candidates):
+        score = ram[index] + request.host_weight_multiplier * extra[index]
+        scored.append((-score, -extra[index], -free, request.eligible_nodes[node][1], node))
+    scored.sort()
+    return [item[-1] for item in scored]
 
 
 @dataclass(frozen=True)

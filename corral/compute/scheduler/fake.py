@@ -6,7 +6,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
-from corral.compute.scheduler import ComputeNodeReport, NoValidHost, ResourceRequest, Selection
+from corral.compute.scheduler import ComputeNodeReport, NoValidHost, ResourceRequest, Selection, rank
 
 
 @dataclass
@@ -73,12 +73,10 @@ class FakeScheduler:
             fitting = [p for p in self._providers.values() if self._fits(p, request)]
             if not fitting:
                 raise NoValidHost()
-
-            def free_ram(provider: _Provider) -> tuple[int, str]:
-                used = self._used(provider.uuid).get("MEMORY_MB", 0)
-                return (-(provider.capacity.get("MEMORY_MB", 0) - used), provider.name)
-
-            chosen = sorted(fitting, key=free_ram)[0]
+            free_ram = [
+                (p.uuid, p.capacity.get("MEMORY_MB", 0) - self._used(p.uuid).get("MEMORY_MB", 0)) for p in fitting
+            ]
+            chosen = self._providers[rank(request, free_ram)[0]]
             allocations = {chosen.uuid: dict(request.resources)}
             self._allocations[consumer_uuid] = (project_id, allocations)
             host, nodename = request.eligible_nodes[chosen.uuid]

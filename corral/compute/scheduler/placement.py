@@ -6,7 +6,8 @@ null`` (a new consumer).  A 409 (another claim took the room, or the
 provider changed) moves on to the next candidate; when all candidates of
 one answer are spent the query is asked again, up to ``[scheduler]
 max_attempts`` times.  Among candidates, the host with the most free RAM
-comes first (upstream's default RAM weigher spreads the same way).
+comes first (upstream's default RAM weigher spreads the same way), weighed
+together with the request's host weights (see :func:`rank`).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from corral.compute.scheduler import (
     ResourceRequest,
     SchedulerUnavailable,
     Selection,
+    rank,
 )
 
 LOG = logging.getLogger(__name__)
@@ -95,18 +97,20 @@ class PlacementScheduler:
         params = request.query(self._conf.scheduler.max_placement_results)
         body = self._expect(self._call("GET", "/allocation_candidates", params=params), 200).json()
         summaries = body.get("provider_summaries", {})
-        ranked = []
+        # Each node's allocation requests, in Placement's order.
+        found: dict[str, list[dict[str, dict[str, int]]]] = {}
+        free_ram: list[tuple[str, int]] = []
         for candidate in body.get("allocation_requests", []):
             allocations = {rp: item["resources"] for rp, item in candidate["allocations"].items()}
             roots = {summaries.get(rp, {}).get("root_provider_uuid", rp) for rp in allocations}
             node = next((root for root in roots if root in request.eligible_nodes), None)
             if node is None:
                 continue
-            memory = summaries.get(node, {}).get("resources", {}).get("MEMORY_MB", {})
-            free = memory.get("capacity", 0) - memory.get("used", 0)
-            ranked.append((-free, request.eligible_nodes[node][1], node, allocations))
-        ranked.sort(key=lambda item: (item[0], item[1]))
-        return [(node, allocations) for _free, _name, node, allocations in ranked]
+            if node not in found:
+                memory = summaries.get(node, {}).get("resources", {}).get("MEMORY_MB", {})
+                free_ram.append((node, memory.get("capacity", 0) - memory.get("used", 0)))
+            found.setdefault(node, []).append(allocations)
+        return [(node, allocations) for node in rank(request, free_ram) for allocations in found[node]]
 
     def select_and_claim(self, request: ResourceRequest, consumer_uuid: str, project_id: str,
                          user_id: str) -> Selection:

@@ -56,7 +56,7 @@ def limits(state: ComputeState, req: falcon.Request, resp: falcon.Response) -> N
         "totalCoresUsed": usage["cores"],
         "totalInstancesUsed": usage["instances"],
         "totalRAMUsed": usage["ram"],
-        "totalServerGroupsUsed": 0,
+        "totalServerGroupsUsed": quota.server_groups_in_use(state.api_db, project_id),
     }
     if version < (2, 57):
         absolute["maxPersonality"] = limit["injected_files"]
@@ -87,6 +87,7 @@ def show(state: ComputeState, req: falcon.Request, resp: falcon.Response, projec
 def _detail_values(state: ComputeState, project_id: str) -> dict[str, Any]:
     limit = quota.project_limits(state.conf, state.api_db, project_id)
     usage = quota.count_usage(state.api_db, state.cells, project_id).counts
+    usage["server_groups"] = quota.server_groups_in_use(state.api_db, project_id)
     return {name: {"in_use": usage.get(name, 0), "limit": value, "reserved": 0} for name, value in limit.items()}
 
 
@@ -111,6 +112,7 @@ def update(state: ComputeState, req: falcon.Request, resp: falcon.Response, proj
         raise errors.BadRequest(f"Bad key(s) {', '.join(unknown)} in quota_set")
     if not force:
         usage = quota.count_usage(state.api_db, state.cells, project_id).counts
+        usage["server_groups"] = quota.server_groups_in_use(state.api_db, project_id)
         for name, value in wanted.items():
             used = usage.get(name, 0)
             if value != -1 and value < used:

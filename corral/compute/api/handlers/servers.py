@@ -10,11 +10,13 @@ import falcon
 
 from corral.core import errors
 from corral.core.http import Route, send_empty, send_json
-from corral.compute.api import links, policies, util, views
+from corral.compute.api import links, policies, util, validation, views
 from corral.compute.api.state import ComputeState
 from corral.compute.db import cell_queries as cq
 from corral.compute.db import flavors as flavor_db
-from corral.compute.domain import images, instance_list, servers, states
+from corral.compute.db import keypairs as keypair_db
+from corral.compute.db import server_groups as group_db
+from corral.compute.domain import images, instance_list, server_groups, servers, states
 from corral.compute.domain import services as service_domain
 from corral.compute.domain.scheduling import known_zones
 from corral.compute.glance import Credentials
@@ -42,6 +44,24 @@ _EXACT_FILTERS = {
 }
 
 _NAME = {"type": "string", "minLength": 1, "maxLength": 255}
+# Upstream's parameter_types.name (printable, no leading or trailing whitespace).
+_FORMATTED_NAME = {"type": "string", "format": "name", "minLength": 1, "maxLength": 255}
+_BOOLEAN = validation.BOOLEAN
+_UUID = {"type": "string", "format": "uuid"}
+_HINTS = {
+    "type": "object",
+    "properties": {
+        "group": {"oneOf": [{"type": "array", "items": _UUID}, _UUID]},
+        "different_host": {"oneOf": [_UUID, {"type": "array", "items": _UUID}]},
+        "same_host": {"type": ["string", "array"], "items": _UUID},
+        "query": {"type": ["string", "object"]},
+        "target_cell": _FORMATTED_NAME,
+        "different_cell": {"type": ["string", "array"], "items": {"type": "string"}},
+        "build_near_host_ip": {"type": "string", "oneOf": [{"format": "ipv4"}, {"format": "ipv6"}]},
+        "cidr": {"type": "string", "pattern": "^/[0-9a-f.:]+$"},
+    },
+    "additionalProperties": True,
+}
 _CREATE = util.Schema({
     "type": "object",
     "properties": {
@@ -51,7 +71,7 @@ _CREATE = util.Schema({
                 "name": _NAME,
                 "imageRef": {"type": "string", "maxLength": 255},
                 "flavorRef": {"type": ["string", "integer"], "minLength": 1},
-                "availability_zone": {"type": "string", "maxLength": 255},
+                "availability_zone": _FORMATTED_NAME,
                 "metadata": {
                     "type": "object",
                     "patternProperties": {"^[a-zA-Z0-9-_:. ]{1,255}$": {"type": "string", "maxLength": 255}},
@@ -63,13 +83,13 @@ _CREATE = util.Schema({
                         {"type": "array", "items": {"type": "object"}},
                     ]
                 },
-                "key_name": {"type": "string", "maxLength": 255},
+                "key_name": _FORMATTED_NAME,
                 "min_count": {"type": ["integer", "string"], "pattern": "^[0-9]+$", "minimum": 1},
                 "max_count": {"type": ["integer", "string"], "pattern": "^[0-9]+$", "minimum": 1},
                 "return_reservation_id": {"type": ["boolean", "string"]},
                 "description": {"type": ["string", "null"], "maxLength": 255},
-                "user_data": {"type": "string"},
-                "config_drive": {"type": ["boolean", "string"]},
+                "user_data": {"type": "string", "format": "base64", "maxLength": 65535},
+                "config_drive": _BOOLEAN,
                 "security_groups": {"type": "array", "items": {"type": "object"}},
                 "block_device_mapping_v2": {"type": "array", "items": {"type": "object"}},
                 "adminPass": {"type": "string"},
@@ -81,13 +101,16 @@ _CREATE = util.Schema({
             "required": ["name", "flavorRef"],
             "additionalProperties": False,
         },
-        "os:scheduler_hints": {"type": "object"},
-        "OS-SCH-HNT:scheduler_hints": {"type": "object"},
+        "os:scheduler_hints": _HINTS,
+        "OS-SCH-HNT:scheduler_hints": _HINTS,
     },
     "required": ["server"],
     "additionalProperties": False,
 })
 
+
+# The largest min_count or max_count taken (upstream's schema has no bound).
+_MAX_COUNT = 10**18
 
 # What upstream's bool_from_string takes for true.
 _TRUE = frozenset({"1", "t", "true", "on", "y", "yes"})
@@ -289,13 +312,14 @@ class _Policies:
 
 
 def _full(state: ComputeState, req: falcon.Request, instance: dict[str, Any], metadata: dict[str, str],
-          statuses: dict[tuple[str, str], str] | None, allowed: _Policies, single: bool = False) -> dict[str, Any]:
+          statuses: dict[tuple[str, str], str] | None, allowed: _Policies, single: bool = False,
+          server_groups: list[str] | None = None) -> dict[str, Any]:
     host_status = None
     if statuses is not None:
         host = instance.get("host")
         host_status = statuses.get((instance.get(instance_list.CELL_KEY) or "", host), "UNKNOWN") if host else ""
     return views.full_view(state, req, instance, metadata, extended=allowed.extended, host_status=host_status,
-                           extra_specs=allowed.extra_specs, single=single)
+                           extra_specs=allowed.extra_specs, single=single, server_groups=server_groups)
 
 
 def detail(state: ComputeState, req: falcon.Request, resp: falcon.Response) -> None:
@@ -319,14 +343,19 @@ def show(state: ComputeState, req: falcon.Request, resp: falcon.Response, server
     context = req.context
     found = servers.find_server(state, context, server_id, cell_down_support=context.at_least(*CELL_DOWN_SUPPORT))
     util.authorize(state, req, policies.SERVERS_SHOW, {"project_id": found.mapping.project_id})
+    groups = None
+    if context.at_least(*views.SERVER_GROUPS):
+        with state.api_db.read() as conn:
+            groups = group_db.groups_of_instance(conn, server_id)
     if found.minimal:
         assert found.request_spec is not None
-        send_json(resp, {"server": views.minimal_show(state, req, found.mapping, found.request_spec)})
+        send_json(resp, {"server": views.minimal_show(state, req, found.mapping, found.request_spec, groups)})
         return
     instance = dict(found.instance or {})
     instance[instance_list.CELL_KEY] = found.cell.uuid if found.cell else None
     statuses = _host_statuses(state, req, [instance])
-    send_json(resp, {"server": _full(state, req, instance, found.metadata, statuses, _Policies(state, req), single=True)})
+    send_json(resp, {"server": _full(state, req, instance, found.metadata, statuses, _Policies(state, req),
+                                     single=True, server_groups=groups)})
 
 
 # ---------------------------------------------------------------- create
@@ -357,18 +386,23 @@ def _boot_request(state: ComputeState, req: falcon.Request, body: dict[str, Any]
         raise errors.BadRequest("Block Device Mapping is Invalid: Boot sequence for the instance and "
                                 "image/block device mapping combination is not valid.")
     zone, forced_host = _zone_and_host(state, req, server.get("availability_zone"))
-    min_count = int(server.get("min_count", 1))
-    max_count = int(server.get("max_count", min_count))
-    if min_count < 1 or max_count < 1:
-        raise errors.BadRequest("min_count and max_count must be at least 1")
+    # Digit strings may be longer than Python converts: beyond 10**18 they are refused.
+    min_count = util.bounded_int(server.get("min_count", 1), "min_count", minimum=1, maximum=_MAX_COUNT)
+    max_count = util.bounded_int(server.get("max_count", min_count), "max_count", minimum=1, maximum=_MAX_COUNT)
     if min_count > max_count:
         raise errors.BadRequest("min_count must be <= max_count")
+    image = None
     if image_id is not None:
         # Asked of the Image service with the caller's credentials, as Nova asks Glance.
         image = images.requested_image(state.images, _forwarded_credentials(state, req), image_id)
+    # Upstream's order: the image lookup, the key pair, then the image's checks.
+    key_data = _key_data(state, req, server.get("key_name"))
+    if image is not None:
         images.check_flavor_image(image, flavor)
         image_id = image["id"]
-    hints = body.get("os:scheduler_hints") or body.get("OS-SCH-HNT:scheduler_hints") or {}
+    # 'os:scheduler_hints' wins when both are given, as upstream reads them.
+    hints = body.get("os:scheduler_hints", body.get("OS-SCH-HNT:scheduler_hints", {}))
+    group = server_groups.requested_group(state.api_db, hints, None if context.is_admin else context.project_id)
     config_drive = server.get("config_drive")
     return servers.BootRequest(
         name=server["name"],
@@ -378,15 +412,30 @@ def _boot_request(state: ComputeState, req: falcon.Request, body: dict[str, Any]
         forced_host=forced_host,
         metadata=dict(server.get("metadata", {})),
         key_name=server.get("key_name"),
+        key_data=key_data,
         description=server.get("description"),
         user_data=server.get("user_data"),
-        config_drive="True" if config_drive in (True, "True", "true") else "",
+        config_drive="True" if str(config_drive).lower() in validation.TRUE_STRINGS else "",
         access_ip_v4=server.get("accessIPv4"),
         access_ip_v6=server.get("accessIPv6"),
         min_count=min_count,
         max_count=max_count,
         scheduler_hints=hints,
+        group=group,
+        same_host=server_groups.uuid_list(hints.get("same_host")),
+        different_host=server_groups.uuid_list(hints.get("different_host")),
     )
+
+
+def _key_data(state: ComputeState, req: falcon.Request, key_name: str | None) -> str | None:
+    """The public key of the caller's key pair ``key_name`` (400 when the caller has none of that name)."""
+    if key_name is None:
+        return None
+    with state.api_db.read() as conn:
+        keypair = keypair_db.get_keypair(conn, req.context.user_id or "", key_name)
+    if keypair is None:
+        raise errors.BadRequest("Invalid key_name provided.")
+    return str(keypair["public_key"])
 
 
 # Headers besides the token that make up a noauth2 caller's identity.
