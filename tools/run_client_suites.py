@@ -1,6 +1,6 @@
-"""Run the clients' own Bare Metal functional suites against Corral.
+"""Run the clients' own functional suites against Corral: Bare Metal and Image.
 
-Two suites, both written by the clients' authors against a real Ironic:
+The Bare Metal suites, both written by the clients' authors against a real Ironic:
 
 * openstacksdk's ``openstack/tests/functional/baremetal`` (shipped inside
   the openstacksdk package), run with pytest against a Corral serving every
@@ -15,6 +15,14 @@ Two suites, both written by the clients' authors against a real Ironic:
   request an administrator, as upstream's ``noauth``), as the
   suite's ``[functional] auth_strategy = noauth`` mode expects.
 
+The Image suites, written against a real Glance: openstacksdk's
+``openstack/tests/functional/image/v2`` (images, members, schemas) and
+``functional/cloud/test_image.py``, and python-openstackclient's
+``openstackclient/tests/functional/image/v2`` (``openstack image`` commands),
+both shipped inside their packages, run against a Corral with its own
+identity service like the sdk suite (metadata definitions, tasks and the
+image cache, which Corral's Image service does not offer, are left out).
+
 Nothing of the suites is kept in this repository. The suites run in
 virtual environments of their own (``--sdk-venv``, ``--osc-venv``, created
 on first use with pinned client versions); Corral runs from this checkout with the
@@ -22,7 +30,8 @@ interpreter that runs this script. Each suite gets a fresh Corral on fresh
 embedded SQLite databases. The closing lines say ``N passed, N failed`` per
 suite and name every failure, with the reason where it is known.
 
-    python tools/run_client_suites.py                 # both suites
+    python tools/run_client_suites.py                 # every suite
+    python tools/run_client_suites.py --suite image   # the Image suites
     python tools/run_client_suites.py --suite sdk -k test_node
 """
 
@@ -59,6 +68,8 @@ SDK_PACKAGES = ["openstacksdk==4.22.0", "pytest", "oslotest", "fixtures", "testt
                 "requests-mock"]
 OSC_PACKAGES = ["python-ironicclient==5.8.0", "python-openstackclient==10.5.0", "tempest", "pytest", "ddt"]
 IRONICCLIENT_TESTS_SDIST = "python-ironicclient==5.8.0"
+# python-openstackclient's functional tests run the `openstack` command of the same environment.
+IMAGE_SUITE_PACKAGES = ["python-openstackclient==10.5.0", "tempest"]
 
 # Failures that upstream Ironic 39 shows too (run side by side with
 # --osc-url): a part of the test id -> reason.
@@ -183,6 +194,20 @@ class Identity:
                    base=self.corral.url + "/compute")
 
 
+    def cirros_image(self) -> None:
+        """A public qcow2 image named as devstack names CirrOS: the suites' base picks it up."""
+        base = self.corral.url + "/image"
+        image = self._call("POST", "/v2/images", {"name": "cirros-0.6.3-x86_64-disk", "disk_format": "qcow2",
+                                                  "container_format": "bare", "visibility": "public"}, base=base)
+        with tempfile.TemporaryDirectory() as scratch:
+            disk = Path(scratch) / "cirros.qcow2"
+            subprocess.run(["qemu-img", "create", "-q", "-f", "qcow2", str(disk), "1M"], check=True)
+            response = requests.put(f"{base}/v2/images/{image['id']}/file", data=disk.read_bytes(),
+                                    headers={**self.headers, "Content-Type": "application/octet-stream"}, timeout=30)
+        if response.status_code != 204:
+            raise RuntimeError(f"uploading the CirrOS stand-in: {response.status_code} {response.text}")
+
+
 def write_clouds_yaml(path: Path, identity: Identity) -> None:
     def entry(auth: dict[str, str], **extra: Any) -> dict[str, Any]:
         return {
@@ -271,6 +296,33 @@ def run_sdk_suite(python: Path, workdir: Path, select: str | None) -> dict[str, 
         corral.stop()
 
 
+IMAGE_SDK_TESTS = ["openstack.tests.functional.image.v2.test_image", "openstack.tests.functional.image.v2.test_member",
+                   "openstack.tests.functional.image.v2.test_schema", "openstack.tests.functional.cloud.test_image"]
+IMAGE_OSC_TESTS = ["openstackclient.tests.functional.image.v2.test_image",
+                   "openstackclient.tests.functional.image.v2.test_info"]
+
+
+def run_image_suites(python: Path, workdir: Path, select: str | None) -> dict[str, str]:
+    """openstacksdk's and python-openstackclient's image tests against one fresh Corral."""
+    corral = Corral(workdir / "corral", "corral").start()
+    try:
+        identity = Identity(corral)
+        identity.flavor()
+        identity.cirros_image()
+        clouds = workdir / "clouds.yaml"
+        write_clouds_yaml(clouds, identity)
+        env = clean_env({"OS_CLIENT_CONFIG_FILE": str(clouds), "OS_CLOUD": "devstack-admin",
+                         "OS_TEST_TIMEOUT": "600", "OPENSTACKSDK_EXAMPLE_CONFIG_KEY": "functional"})
+        # The sdk's image tests upload a file of the source tree they expect to run from.
+        (workdir / "CONTRIBUTING.rst").write_text("Some image data for the tests to upload.\n" * 100)
+        args = ["--pyargs", *IMAGE_SDK_TESTS, *IMAGE_OSC_TESTS]
+        if select:
+            args += ["-k", select]
+        return run_pytest(python, args, workdir, env, workdir / "image.xml", workdir / "image.log")
+    finally:
+        corral.stop()
+
+
 def fetch_osc_tests(python: Path, workdir: Path) -> Path:
     """ironicclient's functional tests as the package ``ironicclient_functional`` under ``workdir``."""
     target = workdir / "ironicclient_functional"
@@ -340,7 +392,7 @@ def report(name: str, results: dict[str, str]) -> tuple[int, int]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--suite", choices=("sdk", "osc", "all"), default="all")
+    parser.add_argument("--suite", choices=("sdk", "osc", "image", "all"), default="all")
     parser.add_argument("--sdk-venv", type=Path, default=DEFAULT_SDK_VENV,
                         help="virtual environment for openstacksdk and its suite (created when missing)")
     parser.add_argument("--osc-venv", type=Path, default=DEFAULT_OSC_VENV,
@@ -356,7 +408,7 @@ def main() -> int:
     workdir.mkdir(parents=True, exist_ok=True)
     print(f"logs and reports in {workdir}")
     totals = [0, 0]
-    suites = ("sdk", "osc") if args.suite == "all" else (args.suite,)
+    suites = ("sdk", "osc", "image") if args.suite == "all" else (args.suite,)
     for suite in suites:
         suite_dir = workdir / suite
         if suite_dir.exists():
@@ -364,10 +416,14 @@ def main() -> int:
         suite_dir.mkdir()
         if suite == "sdk":
             results = run_sdk_suite(ensure_venv(args.sdk_venv, SDK_PACKAGES), suite_dir, args.select)
+        elif suite == "image":
+            results = run_image_suites(ensure_venv(args.sdk_venv, SDK_PACKAGES + IMAGE_SUITE_PACKAGES),
+                                       suite_dir, args.select)
         else:
             results = run_osc_suite(ensure_venv(args.osc_venv, OSC_PACKAGES), suite_dir, args.select,
                                     args.osc_url)
-        title = {"sdk": "openstacksdk baremetal functional", "osc": "python-ironicclient OSC functional"}[suite]
+        title = {"sdk": "openstacksdk baremetal functional", "osc": "python-ironicclient OSC functional",
+                 "image": "openstacksdk and python-openstackclient image functional"}[suite]
         passed, failed = report(title, results)
         totals[0] += passed
         totals[1] += failed
