@@ -331,7 +331,7 @@ class ComputeManager:
         try:
             handler(task)
         except Exception as error:
-            LOG.warning("%s of server %s failed: %s", task["task"], task["instance_uuid"], error)
+            LOG.warning("%s of server %s failed: %s", task["task"], task["instance_uuid"], fault_message(error))
 
     def _revert_on_error(self, uuid: str, task_state: str | None, work: Callable[[], None],
                          on_error: Callable[[BaseException], dict[str, Any]] | None = None) -> None:

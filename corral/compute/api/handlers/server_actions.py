@@ -22,6 +22,7 @@ from corral.core import errors
 from corral.core.http import Route, send_empty, send_json
 from corral.compute import glance
 from corral.compute.api import policies, util, validation
+from corral.compute.api.errors import format_error
 from corral.compute.api.handlers import servers as server_handlers
 from corral.compute.api.state import ComputeState
 from corral.compute.db import cell_queries as cq
@@ -326,7 +327,13 @@ def _console_output(state: ComputeState, req: falcon.Request, resp: falcon.Respo
             raise NotImplementedError()
         output = driver.get_console_output(instance)
     except NotImplementedError:
-        raise errors.ApiError("The requested functionality is not supported.", status=501) from None
+        # Upstream's raise_feature_not_supported: an answer, not a failure, so it is not logged as one.
+        body, content_type = format_error(req, errors.ApiError("The requested functionality is not supported.",
+                                                               status=501))
+        resp.status = 501
+        resp.content_type = content_type
+        resp.data = body
+        return
     raw = output.encode("latin-1") if isinstance(output, str) else output
     if length is not None and int(length) != -1:
         # Upstream's _tail_log.
