@@ -133,6 +133,7 @@ def test_tags_on_boot_and_in_lists(cloud: ComputeServer) -> None:
     assert "Additional properties are not allowed ('tags' was unexpected)" in early.json()["badRequest"]["message"]
     red_blue = cloud.boot(name="red-blue", version="2.52", tags=["red", "blue"])
     red = cloud.boot(name="red", version="2.52", tags=["red"])
+    assert _client(cloud).get(f"/v2.1/servers/{red}/tags").json() == {"tags": ["red"]}
     plain = cloud.boot(name="plain")
     assert _client(cloud).get(f"/v2.1/servers/{red_blue}").json()["server"]["tags"] == ["blue", "red"]
     cloud.run_computes()
