@@ -169,6 +169,12 @@ def test_rescue_and_unrescue(cloud: ComputeServer, server: str) -> None:
     assert _show(cloud, server)["status"] == "RESCUE"
     assert _conflict(_act(cloud, server, {"rescue": None})) == (
         f"Cannot 'rescue' instance {server} while it is in vm_state rescued")
+    assert _conflict(_act(cloud, server, {"rebuild": {"imageRef": IMAGE}})) == (
+        f"Cannot 'rebuild' instance {server} while it is in vm_state rescued")
+    assert _conflict(_act(cloud, server, {"os-stop": None})) == (
+        f"Cannot 'stop' instance {server} while it is in vm_state rescued")
+    assert _conflict(_act(cloud, server, {"createImage": {"name": "x"}})) == (
+        f"Cannot 'createImage' instance {server} while it is in vm_state rescued")
     assert _act(cloud, server, {"unrescue": None}).status_code == 202
     cloud.run_computes()
     assert _show(cloud, server)["status"] == "ACTIVE"

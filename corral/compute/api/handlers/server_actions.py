@@ -27,7 +27,7 @@ from corral.compute.api.handlers import servers as server_handlers
 from corral.compute.api.state import ComputeState
 from corral.compute.db import cell_queries as cq
 from corral.compute.domain import images, quota, server_actions as actions, servers, states
-from corral.compute.domain.exceptions import ImageServiceFailed
+from corral.compute.domain.exceptions import CellDown, ImageServiceFailed
 from corral.compute.domain.servers import Found
 from corral.compute.virt.driver import driver_for_hypervisor_type
 
@@ -314,13 +314,18 @@ def _console_output(state: ComputeState, req: falcon.Request, resp: falcon.Respo
     actions.check_host(found)
     instance = actions.instance_of(found)
 
-    def node_type(conn: Any) -> str | None:
-        for node in cq.compute_nodes(conn, host=instance["host"]):
-            if node["hypervisor_hostname"] == instance.get("node"):
-                return str(node["hypervisor_type"])
+    def node_type(_cell: Any, database: Any) -> str | None:
+        with database.read() as conn:
+            for node in cq.compute_nodes(conn, host=instance["host"]):
+                if node["hypervisor_hostname"] == instance.get("node"):
+                    return str(node["hypervisor_type"])
         return None
 
-    hypervisor_type = actions.in_cell(state, found, node_type)
+    assert found.cell is not None
+    try:
+        hypervisor_type = state.cells.run_in_cell(found.cell, node_type)
+    except Exception as error:
+        raise CellDown(f"Cell {found.cell.uuid} did not answer: {error}") from error
     driver = driver_for_hypervisor_type(state.conf, hypervisor_type or "")
     try:
         if driver is None:
