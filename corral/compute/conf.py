@@ -20,7 +20,28 @@ DEFAULT_OPTS = [
         choices=[("fake.FakeDriver", "a fake hypervisor sized by [fake_driver], for demonstrations and tests")],
         help="Virt driver of this host's compute service. Unset (the default), the host runs no "
         "compute service: it reports no compute node to Placement and takes no servers. "
-        "'fake.FakeDriver' runs one that pretends to host servers.",
+        "'fake.FakeDriver' runs one that pretends to host servers. Drivers live in "
+        "corral.compute.virt (module.Class, as upstream names them).",
+    ),
+    cfg.IntOpt(
+        "sync_power_state_interval",
+        default=600,
+        help="Seconds between a compute service's comparisons of its servers' power states with "
+        "what the virt driver reports (a guest shut down behind Compute's back becomes SHUTOFF). "
+        "Negative: never.",
+    ),
+    cfg.IntOpt(
+        "max_concurrent_builds",
+        default=10,
+        min=1,
+        help="Servers a compute service works on at once (spawns, reboots, rebuilds...); "
+        "each on a thread of its own.",
+    ),
+    cfg.IntOpt(
+        "shutdown_timeout",
+        default=60,
+        min=0,
+        help="Seconds a stop gives the guest to shut down cleanly before powering it off.",
     ),
 ]
 
@@ -71,6 +92,11 @@ CELLS_OPTS = [
 ]
 
 API_OPTS = [
+    cfg.BoolOpt(
+        "enable_instance_password",
+        default=True,
+        help="Return the administrative password in the answers to boot, rebuild and rescue.",
+    ),
     cfg.BoolOpt(
         "list_records_by_skipping_down_cells",
         default=True,
@@ -147,6 +173,8 @@ FAKE_DRIVER_OPTS = [
     cfg.IntOpt("memory_mb", default=131072, min=1, help="RAM (MiB) the fake virt driver reports per host."),
     cfg.IntOpt("local_gb", default=2048, min=1, help="Disk (GiB) the fake virt driver reports per host."),
     cfg.FloatOpt("spawn_delay", default=0.0, min=0.0, help="Seconds the fake driver takes to spawn."),
+    cfg.BoolOpt("console_log", default=True,
+                help="The fake guests have a console log (false: none, as a driver without one)."),
 ]
 
 QUOTA_OPTS = [

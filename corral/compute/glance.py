@@ -109,6 +109,43 @@ class GlanceClient:
                 f"Connection to glance host {self.endpoint} failed: HTTP {status}: {detail}")
         raise UnexpectedImageAnswer(status, f"GET /v2/images/{image_id} answered {status}: {detail}")
 
+    def create(self, body: dict[str, Any], credentials: Credentials) -> dict[str, Any]:
+        """``POST /v2/images`` as the caller: the new (queued) image's record."""
+        try:
+            response = self._client.call("POST", "/v2/images", token=credentials.token,
+                                         headers=dict(credentials.headers), json=body)
+        except ServiceUnavailable as error:
+            raise GlanceConnectionFailed(f"Connection to glance host {self.endpoint} failed: {error}") from error
+        if response.status_code == 201:
+            created = response.json()
+            if isinstance(created, dict) and isinstance(created.get("id"), str):
+                return created
+        if response.status_code in (401, 403):
+            raise ImageNotAuthorized(str(body.get("name", "")))
+        if response.status_code == 400:
+            raise ImageBadRequest(f"HTTP {_explanation(response)}")
+        raise UnexpectedImageAnswer(response.status_code,
+                                    f"POST /v2/images answered {response.status_code}: {response.text[:500]}")
+
+    def delete(self, image_id: str, credentials: Credentials | None = None) -> None:
+        """``DELETE /v2/images/{id}``, as the caller or (no credentials) as Compute's service user."""
+        try:
+            response = self._client.call(
+                "DELETE", f"/v2/images/{image_id}", token=credentials.token if credentials else None,
+                headers=dict(credentials.headers) if credentials else {},
+            )
+        except ServiceUnavailable as error:
+            raise GlanceConnectionFailed(f"Connection to glance host {self.endpoint} failed: {error}") from error
+        if response.status_code == 404:
+            raise ImageNotFound(image_id)
+        if response.status_code != 204:
+            raise UnexpectedImageAnswer(response.status_code,
+                                        f"DELETE /v2/images/{image_id} answered {response.status_code}")
+
+    def image_url(self, image_id: str) -> str:
+        """Where the image is, as upstream's generate_image_url puts it."""
+        return f"{self.endpoint.rstrip('/')}/images/{image_id}"
+
 
 def _explanation(response: Any) -> str:
     """The message of a Glance error body (JSON, or WebOb's plain text)."""
@@ -119,3 +156,4 @@ def _explanation(response: Any) -> str:
         return lines[1] if len(lines) > 1 else response.text.strip()
     message = body.get("message", "") if isinstance(body, dict) else ""
     return str(message).split("<br />")[0].strip()
+

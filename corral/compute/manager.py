@@ -1,72 +1,76 @@
-"""The compute service of one host, with a fake virt driver.
+"""The compute service of one host, driving a virt driver (corral.compute.virt).
 
-It registers its service and compute node in its cell, reports the node
-to Placement (inventories of VCPU, MEMORY_MB and DISK_GB), maps its host
-to the cell, and then, every ``[compute] poll_interval`` seconds:
+It registers its service and one compute node per node of its driver,
+reports each node to Placement (the driver's inventories and traits),
+maps its host to the cell, and then, every ``[compute] poll_interval``
+seconds:
 
-* spawns the instances the scheduler put on this host (``building`` ->
-  ``active``),
-* reclaims soft-deleted instances older than ``[compute]
-  reclaim_instance_interval`` (deleted, resources released, no longer
-  counted on this host by their server group),
+* spawns the servers the scheduler put on this host (``building`` ->
+  ``active``, or ``error`` with a fault when the driver fails);
+* carries out the tasks the API left for this host's servers (stop,
+  start, reboot, rebuild, rescue, unrescue, snapshot), recording task
+  states as upstream's manager does, an instance-action event for each,
+  and a fault when the driver fails;
+* every ``[DEFAULT] sync_power_state_interval`` seconds compares each
+  idle server's power state with the driver's and, as upstream's
+  ``_sync_power_states``, stops a server whose guest went off behind
+  Compute's back (and one that runs while it should be stopped);
+* destroys the guests of servers deleted through the API (upstream's
+  ``running_deleted_instance_action = reap``);
+* reclaims soft-deleted servers older than ``[compute]
+  reclaim_instance_interval``;
 * heartbeats every ``[compute] report_interval`` seconds.
 
-A failing pass is logged and the next one tries again; nothing here
-raises into the caller.
+Work on a server may take long (a bare metal deploy): in the background
+each server's work runs on a thread of its own (at most ``[DEFAULT]
+max_concurrent_builds``); :meth:`ComputeManager.run_once` called directly
+(tests, tools) does everything before it returns. A failing pass is
+logged and the next one tries again; nothing here raises into the caller.
 """
 
 from __future__ import annotations
 
 import datetime
-import json
 import logging
 import threading
 import time
+import traceback
 import uuid as uuidlib
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from oslo_config import cfg
 
+from corral.core.context import new_request_id
 from corral.core.db import Database
 from corral.compute.cells import CellMapping
 from corral.compute.db import api_queries as q
 from corral.compute.db import cell_queries as cq
+from corral.compute.db import server_records as records
 from corral.compute.domain import states
 from corral.compute.domain.cell_admin import map_host
 from corral.compute.domain.scheduling import COMPUTE_BINARY
 from corral.compute.domain.server_groups import forget_host
 from corral.compute.scheduler import ComputeNodeReport, SchedulerClient
+from corral.compute.virt.driver import ComputeDriver, InstanceNotFound, load_driver
+from corral.compute.virt.fake import FAKE_CPU_INFO, FAKE_HYPERVISOR_VERSION, FAKE_TRAITS, FakeDriver
+
+__all__ = ["FAKE_CPU_INFO", "FAKE_HYPERVISOR_VERSION", "FAKE_TRAITS", "ComputeManager"]
 
 LOG = logging.getLogger(__name__)
 
-# The traits every fake host reports.
-FAKE_TRAITS = frozenset({"COMPUTE_NODE"})
-# What upstream's fake driver reports of its hypervisor ("1.0" as an integer, and its CPU).
-FAKE_HYPERVISOR_VERSION = 1000
-FAKE_CPU_INFO = json.dumps({
-    "arch": "x86_64", "model": "Nehalem", "vendor": "Intel", "features": ["pge", "clflush"],
-    "topology": {"cores": 1, "threads": 1, "sockets": 4},
-})
+
+def fault_message(error: BaseException) -> str:
+    """What a fault says of an exception: its message when it has one to show, else its class (upstream)."""
+    format_message = getattr(error, "format_message", None)
+    if callable(format_message):
+        return str(format_message())
+    return type(error).__name__
 
 
-@dataclass
-class FakeDriver:
-    """Pretends to run guests: remembers which instances are 'running'."""
-
-    vcpus: int
-    memory_mb: int
-    local_gb: int
-    spawn_delay: float = 0.0
-    running: set[str] = field(default_factory=set)
-
-    def spawn(self, instance: dict[str, Any]) -> None:
-        if self.spawn_delay:
-            time.sleep(self.spawn_delay)
-        self.running.add(instance["uuid"])
-
-    def destroy(self, instance_uuid: str) -> None:
-        self.running.discard(instance_uuid)
+def _details(error: BaseException) -> str:
+    return "".join(traceback.format_exception(type(error), error, error.__traceback__))
 
 
 class ComputeManager:
@@ -80,31 +84,48 @@ class ComputeManager:
         api_db: Database | None = None,
         cell: CellMapping | None = None,
         nodename: str | None = None,
-        traits: frozenset[str] = FAKE_TRAITS,
+        traits: frozenset[str] = frozenset(),
+        driver: ComputeDriver | None = None,
+        images: Any = None,
     ) -> None:
         self.conf = conf
         self.host = host
-        self.nodename = nodename or host
         self.cell_db = cell_db
         self.scheduler = scheduler
         self.api_db = api_db
         self.cell = cell
+        # Added to the traits the driver reports for each node.
         self.traits = traits
-        fake = conf.fake_driver
-        self.driver = FakeDriver(fake.vcpus, fake.memory_mb, fake.local_gb, fake.spawn_delay)
+        self.driver = driver if driver is not None else load_driver(conf, conf.compute_driver or "fake.FakeDriver")
+        if nodename is not None and isinstance(self.driver, FakeDriver):
+            self.driver.nodenames = [nodename]
+        self.driver.init_host(host)
+        # corral.compute.glance.GlanceClient, for snapshots' images (made when first needed).
+        self._images = images
         self.service: dict[str, Any] | None = None
-        self.node: dict[str, Any] | None = None
-        self._reported = False
+        self.nodes: dict[str, dict[str, Any]] = {}
+        self._reported: set[str] = set()
         self._last_heartbeat = 0.0
+        self._last_sync = time.monotonic()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._executor: ThreadPoolExecutor | None = None
+        # Servers some work is under way for (not given a second one meanwhile).
+        self._busy: set[str] = set()
+        self._busy_lock = threading.Lock()
+
+    @property
+    def node(self) -> dict[str, Any] | None:
+        """The first node (drivers with one node have only that one)."""
+        return next(iter(self.nodes.values()), None)
 
     # ------------------------------------------------------------ lifecycle
 
     def start(self) -> ComputeManager:
         # Placement may be served by this very process, which is not
-        # answering yet: the first background pass reports the node.
+        # answering yet: the first background pass reports the nodes.
         self.register(report=False)
+        self._executor = ThreadPoolExecutor(self.conf.max_concurrent_builds, thread_name_prefix=f"compute-{self.host}")
         self._thread = threading.Thread(target=self._loop, name=f"compute-{self.host}", daemon=True)
         self._thread.start()
         return self
@@ -113,45 +134,47 @@ class ComputeManager:
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=30)
+        if self._executor is not None:
+            self._executor.shutdown(wait=True, cancel_futures=True)
 
     def register(self, report: bool = True) -> None:
         self.service = self.cell_db.write(cq.register_service, self.host, COMPUTE_BINARY, "compute")
         self._last_heartbeat = time.monotonic()
-        self.node = self.cell_db.write(cq.upsert_compute_node, {
-            "uuid": str(uuidlib.uuid4()),
-            "host": self.host,
-            "hypervisor_hostname": self.nodename,
-            "hypervisor_type": "fake",
-            "hypervisor_version": FAKE_HYPERVISOR_VERSION,
-            "host_ip": self.conf.my_ip,
-            "cpu_info": FAKE_CPU_INFO,
-            "vcpus": self.driver.vcpus,
-            "memory_mb": self.driver.memory_mb,
-            "local_gb": self.driver.local_gb,
-            "cpu_allocation_ratio": 1.0,
-            "ram_allocation_ratio": 1.0,
-            "disk_allocation_ratio": 1.0,
-        })
+        for nodename in self.driver.get_available_nodes(refresh=True):
+            resources = self.driver.node_resources(nodename)
+            self.nodes[nodename] = self.cell_db.write(cq.upsert_compute_node, {
+                "uuid": str(uuidlib.uuid4()),
+                "host": self.host,
+                "hypervisor_hostname": nodename,
+                "hypervisor_type": resources.hypervisor_type,
+                "hypervisor_version": resources.hypervisor_version,
+                "host_ip": self.conf.my_ip,
+                "cpu_info": resources.cpu_info,
+                "vcpus": resources.vcpus,
+                "memory_mb": resources.memory_mb,
+                "local_gb": resources.local_gb,
+                "cpu_allocation_ratio": 1.0,
+                "ram_allocation_ratio": 1.0,
+                "disk_allocation_ratio": 1.0,
+            })
         if self.api_db is not None and self.cell is not None and self.conf.compute.auto_map_hosts:
             map_host(self.api_db, self.cell, self.host)
         if report:
+            self._reported.clear()
             self._report()
 
     def _report(self) -> None:
-        assert self.node is not None
-        inventories = {
-            rc: {"total": total, "reserved": 0, "min_unit": 1, "max_unit": total, "step_size": 1,
-                 "allocation_ratio": 1.0}
-            for rc, total in (("VCPU", self.driver.vcpus), ("MEMORY_MB", self.driver.memory_mb),
-                              ("DISK_GB", self.driver.local_gb))
-        }
-        try:
-            self.scheduler.report_compute_node(
-                ComputeNodeReport(self.host, self.nodename, self.node["uuid"], inventories, self.traits)
-            )
-            self._reported = True
-        except Exception as error:  # retried on the next pass
-            LOG.warning("compute node %s not reported to Placement yet: %s", self.nodename, error)
+        for nodename, node in self.nodes.items():
+            if nodename in self._reported:
+                continue
+            resources = self.driver.node_resources(nodename)
+            try:
+                self.scheduler.report_compute_node(ComputeNodeReport(
+                    self.host, nodename, node["uuid"], resources.inventories, resources.traits | self.traits
+                ))
+                self._reported.add(nodename)
+            except Exception as error:  # retried on the next pass
+                LOG.warning("compute node %s not reported to Placement yet: %s", nodename, error)
 
     # --------------------------------------------------------------- passes
 
@@ -168,23 +191,383 @@ class ComputeManager:
             assert self.service is not None
             self.cell_db.write(cq.heartbeat, self.service["id"])
             self._last_heartbeat = now
-        if not self._reported:
+        if len(self._reported) < len(self.nodes):
             self._report()
         self._spawn_new()
+        interval = self.conf.sync_power_state_interval
+        if interval >= 0 and now - self._last_sync >= interval:
+            self._last_sync = now
+            self.sync_power_states()
+        self._run_tasks()
+        self._reap_deleted()
         self._reclaim()
+
+    def _submit(self, instance_uuid: str, work: Callable[[], None]) -> None:
+        """Run ``work`` for one server: on its own thread in the background, at once otherwise."""
+        with self._busy_lock:
+            if instance_uuid in self._busy:
+                return
+            self._busy.add(instance_uuid)
+
+        def run() -> None:
+            try:
+                work()
+            except Exception:
+                LOG.exception("work on server %s failed", instance_uuid)
+            finally:
+                with self._busy_lock:
+                    self._busy.discard(instance_uuid)
+
+        if self._executor is None:
+            run()
+        else:
+            self._executor.submit(run)
+
+    # ------------------------------------------------------------- helpers
+
+    def _event(self, instance_uuid: str, request_id: str | None, action: str | None, event: str,
+               work: Callable[[], None]) -> None:
+        """Run ``work`` as the event ``event`` of the instance action (found by request id, or its latest ``action``)."""
+
+        def start(conn: Any) -> tuple[int, int] | None:
+            found = (records.get_action(conn, instance_uuid, request_id) if request_id
+                     else records.latest_action(conn, instance_uuid, action or ""))
+            if found is None:
+                return None
+            return found["id"], records.start_event(conn, found["id"], event, self.host)
+
+        started = self.cell_db.write(start)
+        try:
+            work()
+        except BaseException as error:
+            if started is not None:
+                self.cell_db.write(records.finish_event, started[0], started[1], "Error", _details(error))
+            raise
+        if started is not None:
+            self.cell_db.write(records.finish_event, started[0], started[1], "Success", None)
+
+    def _fault(self, instance_uuid: str, error: BaseException) -> None:
+        code = getattr(error, "code", 500)
+        self.cell_db.write(records.add_fault, instance_uuid, code if isinstance(code, int) else 500,
+                           fault_message(error), _details(error), self.host)
+
+    def _update(self, instance_uuid: str, expected: dict[str, Any] | None, **values: Any) -> bool:
+        return bool(self.cell_db.write(cq.update_instance, instance_uuid, expected, **values))
+
+    def _power_state(self, instance: dict[str, Any]) -> int:
+        try:
+            return self.driver.get_info(instance).state
+        except InstanceNotFound:
+            return states.NOSTATE
+
+    # --------------------------------------------------------------- builds
 
     def _spawn_new(self) -> None:
         with self.cell_db.read() as conn:
-            instances = [i for i in cq.host_instances(conn, self.host) if i["vm_state"] == states.BUILDING]
+            instances = [i for i in cq.host_instances(conn, self.host)
+                         if i["vm_state"] == states.BUILDING and i["task_state"] == states.SPAWNING]
         for instance in instances:
-            self.driver.spawn(instance)
-            changed = self.cell_db.write(
-                cq.update_instance, instance["uuid"], {"vm_state": states.BUILDING},
-                vm_state=states.ACTIVE, task_state=None, power_state=states.RUNNING, launched_at=q.utcnow(),
-            )
-            if not changed:
-                # Deleted while it was being spawned.
-                self.driver.destroy(instance["uuid"])
+            self._submit(instance["uuid"], lambda instance=instance: self._build(instance))
+
+    def _build(self, instance: dict[str, Any]) -> None:
+        uuid = instance["uuid"]
+
+        def spawn() -> None:
+            try:
+                self.driver.spawn(
+                    instance, {"id": instance.get("image_ref") or ""}, injected_files=[], admin_password=None,
+                    network_info=[], block_device_info=None, user_data=instance.get("user_data"),
+                    config_drive=bool(instance.get("config_drive")),
+                )
+            except Exception as error:
+                self._fault(uuid, error)
+                self._update(uuid, {"vm_state": states.BUILDING}, vm_state=states.ERROR, task_state=None,
+                             power_state=self._power_state(instance))
+                raise
+
+        try:
+            self._event(uuid, None, "create", "compute__do_build_and_run_instance", spawn)
+        except Exception as error:
+            LOG.warning("server %s failed to spawn: %s", uuid, error)
+            return
+        changed = self._update(
+            uuid, {"vm_state": states.BUILDING}, vm_state=states.ACTIVE, task_state=None,
+            power_state=self._power_state(instance), launched_at=q.utcnow(),
+        )
+        if not changed:
+            # Deleted while it was being spawned.
+            self.driver.destroy(instance, [])
+
+    # ---------------------------------------------------------------- tasks
+
+    def _run_tasks(self) -> None:
+        with self.cell_db.read() as conn:
+            tasks = records.host_tasks(conn, self.host)
+        for task in tasks:
+            self._submit(task["instance_uuid"], lambda task=task: self._run_task(task))
+
+    def _claim(self, task: dict[str, Any], expected: str, **values: Any) -> dict[str, Any] | None:
+        """Take the task off the queue and move the server on from ``expected``; None when it moved on already."""
+        uuid = task["instance_uuid"]
+
+        def work(conn: Any) -> dict[str, Any] | None:
+            records.take_task(conn, uuid, task["request_id"])
+            if not cq.update_instance(conn, uuid, {"task_state": expected, "deleted": False}, **values):
+                return None
+            return cq.get_instance(conn, uuid)
+
+        return self.cell_db.write(work)  # type: ignore[no-any-return]
+
+    def _run_task(self, task: dict[str, Any]) -> None:
+        handler = {
+            "stop": self._stop_instance, "start": self._start_instance, "reboot": self._reboot_instance,
+            "rebuild": self._rebuild_instance, "rescue": self._rescue_instance,
+            "unrescue": self._unrescue_instance, "snapshot": self._snapshot_instance,
+        }.get(task["task"])
+        if handler is None:
+            LOG.warning("unknown task %s for server %s dropped", task["task"], task["instance_uuid"])
+            self.cell_db.write(records.take_task, task["instance_uuid"], task["request_id"])
+            return
+        try:
+            handler(task)
+        except Exception as error:
+            LOG.warning("%s of server %s failed: %s", task["task"], task["instance_uuid"], fault_message(error))
+
+    def _revert_on_error(self, uuid: str, task_state: str | None, work: Callable[[], None],
+                         on_error: Callable[[BaseException], dict[str, Any]] | None = None) -> None:
+        """Upstream's wrap_instance_fault and reverts_task_state: a fault, and the task state back to None."""
+        try:
+            work()
+        except Exception as error:
+            self._fault(uuid, error)
+            values = {"task_state": None, **(on_error(error) if on_error else {})}
+            self._update(uuid, {"task_state": task_state} if task_state else None, **values)
+            raise
+
+    def _stop_instance(self, task: dict[str, Any]) -> None:
+        instance = self._claim(task, states.POWERING_OFF)
+        if instance is None:
+            return
+        uuid = instance["uuid"]
+        timeout = int(task["params"].get("timeout", self.conf.shutdown_timeout))
+
+        def work() -> None:
+            self.driver.power_off(instance, timeout, 1)
+            self._update(uuid, {"task_state": states.POWERING_OFF}, vm_state=states.STOPPED, task_state=None,
+                         power_state=self._power_state(instance))
+
+        self._event(uuid, task["request_id"], None, "compute_stop_instance",
+                    lambda: self._revert_on_error(uuid, states.POWERING_OFF, work))
+
+    def _start_instance(self, task: dict[str, Any]) -> None:
+        instance = self._claim(task, states.POWERING_ON)
+        if instance is None:
+            return
+        uuid = instance["uuid"]
+
+        def work() -> None:
+            self.driver.power_on(instance, [])
+            self._update(uuid, {"task_state": states.POWERING_ON}, vm_state=states.ACTIVE, task_state=None,
+                         power_state=self._power_state(instance))
+
+        self._event(uuid, task["request_id"], None, "compute_start_instance",
+                    lambda: self._revert_on_error(uuid, states.POWERING_ON, work))
+
+    def _reboot_instance(self, task: dict[str, Any]) -> None:
+        reboot_type = task["params"].get("type", "SOFT")
+        hard = reboot_type == "HARD"
+        pending, started = ((states.REBOOT_PENDING_HARD, states.REBOOT_STARTED_HARD) if hard
+                            else (states.REBOOT_PENDING, states.REBOOT_STARTED))
+        instance = self._claim(task, states.REBOOTING_HARD if hard else states.REBOOTING, task_state=pending)
+        if instance is None:
+            return
+        uuid = instance["uuid"]
+
+        def work() -> None:
+            self._update(uuid, {"task_state": pending}, task_state=started)
+            try:
+                self.driver.reboot(instance, [], reboot_type)
+            except Exception as error:
+                power = self._power_state(instance)
+                self._fault(uuid, error)
+                if power == states.RUNNING:
+                    # Upstream: a guest still running is not put in ERROR, and the error is not raised.
+                    LOG.warning("reboot of %s failed but the guest is running: %s", uuid, error)
+                    self._update(uuid, None, vm_state=states.ACTIVE, task_state=None, power_state=power)
+                    return
+                self._update(uuid, None, vm_state=states.ERROR, task_state=None, power_state=power)
+                raise
+            self._update(uuid, {"task_state": started}, vm_state=states.ACTIVE, task_state=None,
+                         power_state=self._power_state(instance))
+
+        self._event(uuid, task["request_id"], None, "compute_reboot_instance", work)
+
+    def _rebuild_instance(self, task: dict[str, Any]) -> None:
+        params = task["params"]
+        instance = self._claim(task, states.REBUILDING, task_state=states.REBUILD_BLOCK_DEVICE_MAPPING)
+        if instance is None:
+            return
+        uuid = instance["uuid"]
+        original_vm_state = params.get("original_vm_state", states.ACTIVE)
+        image = {"id": instance.get("image_ref") or ""}
+
+        def work() -> None:
+            try:
+                self._update(uuid, {"task_state": states.REBUILD_BLOCK_DEVICE_MAPPING},
+                             task_state=states.REBUILD_SPAWNING)
+                arguments: dict[str, Any] = {
+                    "injected_files": [], "admin_password": params.get("admin_password"), "network_info": [],
+                    "block_device_info": None, "user_data": instance.get("user_data"),
+                    "config_drive": bool(instance.get("config_drive")),
+                }
+                try:
+                    self.driver.rebuild(instance, image, preserve_ephemeral=bool(params.get("preserve_ephemeral")),
+                                        **arguments)
+                except NotImplementedError:
+                    # Upstream's _rebuild_default_impl.
+                    self.driver.destroy(instance, [])
+                    self.driver.spawn(instance, image, **arguments)
+                if original_vm_state == states.STOPPED:
+                    # Upstream leaves a stopped server stopped.
+                    self.driver.power_off(instance, 0, 0)
+            except Exception as error:
+                self._fault(uuid, error)
+                self._update(uuid, None, vm_state=states.ERROR, task_state=None,
+                             power_state=self._power_state(instance))
+                raise
+            self._update(uuid, {"task_state": states.REBUILD_SPAWNING},
+                         vm_state=states.STOPPED if original_vm_state == states.STOPPED else states.ACTIVE,
+                         task_state=None, power_state=self._power_state(instance), launched_at=q.utcnow())
+
+        self._event(uuid, task["request_id"], None, "compute_rebuild_instance", work)
+
+    def _rescue_instance(self, task: dict[str, Any]) -> None:
+        params = task["params"]
+        instance = self._claim(task, states.RESCUING)
+        if instance is None:
+            return
+        uuid = instance["uuid"]
+        image = {"id": params.get("rescue_image_ref") or instance.get("image_ref") or ""}
+
+        def work() -> None:
+            try:
+                self.driver.rescue(instance, [], image, params.get("rescue_password"))
+            except Exception as error:
+                # Upstream: ERROR, and InstanceNotRescuable naming the driver's error.
+                self._fault(uuid, _NotRescuable(uuid, fault_message(error)))
+                self._update(uuid, None, vm_state=states.ERROR, task_state=None,
+                             power_state=self._power_state(instance))
+                raise
+            self._update(uuid, {"task_state": states.RESCUING}, vm_state=states.RESCUED, task_state=None,
+                         power_state=self._power_state(instance))
+
+        self._event(uuid, task["request_id"], None, "compute_rescue_instance", work)
+
+    def _unrescue_instance(self, task: dict[str, Any]) -> None:
+        instance = self._claim(task, states.UNRESCUING)
+        if instance is None:
+            return
+        uuid = instance["uuid"]
+
+        def work() -> None:
+            self.driver.unrescue(instance, [])
+            self._update(uuid, {"task_state": states.UNRESCUING}, vm_state=states.ACTIVE, task_state=None,
+                         power_state=self._power_state(instance))
+
+        self._event(uuid, task["request_id"], None, "compute_unrescue_instance",
+                    lambda: self._revert_on_error(uuid, states.UNRESCUING, work))
+
+    def _snapshot_instance(self, task: dict[str, Any]) -> None:
+        image_id = task["params"]["image_id"]
+        instance = self._claim(task, states.IMAGE_SNAPSHOT_PENDING, task_state=states.IMAGE_SNAPSHOT)
+        if instance is None:
+            self._delete_image(image_id)
+            return
+        uuid = instance["uuid"]
+
+        def update_task_state(task_state: str, expected_state: str | None = states.IMAGE_SNAPSHOT) -> None:
+            self._update(uuid, {"task_state": expected_state}, task_state=task_state)
+
+        def work() -> None:
+            try:
+                self.driver.snapshot(instance, image_id, update_task_state)
+            except BaseException:
+                # Upstream's delete_image_on_error.
+                self._delete_image(image_id)
+                raise
+            self._update(uuid, None, task_state=None)
+
+        self._event(uuid, task["request_id"], None, "compute_snapshot_instance",
+                    lambda: self._revert_on_error(uuid, None, work))
+
+    def _delete_image(self, image_id: str) -> None:
+        if self._images is None:
+            from corral.compute.glance import GlanceClient
+
+            self._images = GlanceClient(self.conf)
+        try:
+            self._images.delete(image_id)
+        except Exception as error:
+            LOG.warning("could not delete the image %s of a failed snapshot: %s", image_id, error)
+
+    # ---------------------------------------------------------- power sync
+
+    def sync_power_states(self) -> None:
+        """Upstream's _sync_power_states: the driver's power state wins; a guest off behind our back is stopped."""
+        with self.cell_db.read() as conn:
+            instances = [i for i in cq.host_instances(conn, self.host) if i["task_state"] is None]
+        for instance in instances:
+            with self._busy_lock:
+                if instance["uuid"] in self._busy:
+                    continue
+            try:
+                self._sync_one(instance)
+            except Exception:
+                LOG.exception("power state of %s not synchronised", instance["uuid"])
+
+    def _sync_one(self, instance: dict[str, Any]) -> None:
+        uuid = instance["uuid"]
+        vm_state = instance["vm_state"]
+        power = self._power_state(instance)
+        if vm_state in (states.BUILDING, states.SOFT_DELETED, states.DELETED):
+            return
+        expected = {"vm_state": vm_state, "task_state": None}
+        if power != instance["power_state"]:
+            if not self._update(uuid, expected, power_state=power):
+                return
+        stop = (vm_state == states.ACTIVE and power in (states.SHUTDOWN, states.CRASHED)) or (
+            vm_state == states.STOPPED and power not in (states.NOSTATE, states.SHUTDOWN, states.CRASHED))
+        if not stop:
+            return
+        LOG.warning("server %s: vm_state %s but power state %s; calling the stop API", uuid, vm_state, power)
+        request_id = new_request_id()
+
+        def force_stop(conn: Any) -> None:
+            # Upstream's compute_api.force_stop, with an admin context (no user or project).
+            if not cq.update_instance(conn, uuid, expected, task_state=states.POWERING_OFF, progress=0):
+                return
+            records.start_action(conn, uuid, "stop", request_id, None, None)
+            records.add_task(conn, uuid, "stop", request_id, {"timeout": 0})
+
+        self.cell_db.write(force_stop)
+
+    # ------------------------------------------------------ deleted servers
+
+    def _reap_deleted(self) -> None:
+        try:
+            guests = self.driver.list_instance_uuids()
+        except NotImplementedError:
+            return
+        if not guests:
+            return
+        with self.cell_db.read() as conn:
+            deleted = records.deleted_among(conn, guests)
+        for instance in deleted:
+            if instance.get("host") not in (None, self.host):
+                continue
+            self._submit(instance["uuid"], lambda instance=instance: self._event(
+                instance["uuid"], None, "delete", "compute_terminate_instance",
+                lambda: self.driver.destroy(instance, [])))
 
     def _reclaim(self) -> None:
         interval = self.conf.compute.reclaim_instance_interval
@@ -201,8 +584,18 @@ class ComputeManager:
                 power_state=states.NOSTATE,
             )
             if changed:
-                self.driver.destroy(instance["uuid"])
+                self.driver.destroy(instance, [])
                 self.scheduler.release(instance["uuid"])
                 if self.api_db is not None:
                     # Its server group no longer counts it on this host.
                     forget_host(self.api_db, instance["uuid"])
+
+
+class _NotRescuable(Exception):
+    """Upstream's InstanceNotRescuable, as the fault of a failed rescue."""
+
+    def __init__(self, instance_uuid: str, reason: str) -> None:
+        super().__init__(f"Instance {instance_uuid} cannot be rescued: Driver Error: {reason}")
+
+    def format_message(self) -> str:
+        return str(self)

@@ -17,7 +17,7 @@ import falcon.testing
 import pytest
 import requests
 
-from corral.compute.api.handlers.servers import _forwarded_credentials
+from corral.compute.api.handlers.servers import forwarded_credentials
 from corral.compute.db import api_queries as q
 from corral.compute.domain.images import check_flavor_image
 from corral.compute.glance import Credentials, GlanceClient
@@ -176,9 +176,9 @@ def test_the_callers_own_credentials_are_forwarded(strategy: str, expected: Cred
     req = falcon.testing.create_req(headers={
         "X-Auth-Token": "tok", "X-Project-Id": "p", "X-Roles": "member", "Authorization": "Basic YTpi"})
     state: Any = SimpleNamespace(conf=SimpleNamespace(api=SimpleNamespace(auth_strategy=strategy)))
-    assert _forwarded_credentials(state, req) == expected
+    assert forwarded_credentials(state, req) == expected
     # Without a token the Image service client uses its own ([glance] token, under noauth).
-    assert _forwarded_credentials(state, falcon.testing.create_req()).token is None
+    assert forwarded_credentials(state, falcon.testing.create_req()).token is None
 
 
 # ------------------------------------------------------------ service down

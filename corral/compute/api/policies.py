@@ -77,6 +77,32 @@ AVAILABILITY_ZONE_LIST = "os_compute_api:os-availability-zone:list"
 AVAILABILITY_ZONE_DETAIL = "os_compute_api:os-availability-zone:detail"
 USAGE_SHOW = "os_compute_api:os-simple-tenant-usage:show"
 USAGE_LIST = "os_compute_api:os-simple-tenant-usage:list"
+SERVERS_START = "os_compute_api:servers:start"
+SERVERS_STOP = "os_compute_api:servers:stop"
+SERVERS_REBOOT = "os_compute_api:servers:reboot"
+SERVERS_REBUILD = "os_compute_api:servers:rebuild"
+SERVERS_CREATE_IMAGE = "os_compute_api:servers:create_image"
+RESCUE = "os_compute_api:os-rescue"
+UNRESCUE = "os_compute_api:os-unrescue"
+LOCK = "os_compute_api:os-lock-server:lock"
+UNLOCK = "os_compute_api:os-lock-server:unlock"
+UNLOCK_OVERRIDE = "os_compute_api:os-lock-server:unlock:unlock_override"
+CONSOLE_OUTPUT = "os_compute_api:os-console-output"
+METADATA_INDEX = "os_compute_api:server-metadata:index"
+METADATA_SHOW = "os_compute_api:server-metadata:show"
+METADATA_CREATE = "os_compute_api:server-metadata:create"
+METADATA_UPDATE_ALL = "os_compute_api:server-metadata:update_all"
+METADATA_UPDATE = "os_compute_api:server-metadata:update"
+METADATA_DELETE = "os_compute_api:server-metadata:delete"
+TAGS_INDEX = "os_compute_api:os-server-tags:index"
+TAGS_SHOW = "os_compute_api:os-server-tags:show"
+TAGS_UPDATE = "os_compute_api:os-server-tags:update"
+TAGS_UPDATE_ALL = "os_compute_api:os-server-tags:update_all"
+TAGS_DELETE = "os_compute_api:os-server-tags:delete"
+TAGS_DELETE_ALL = "os_compute_api:os-server-tags:delete_all"
+ACTIONS_LIST = "os_compute_api:os-instance-actions:list"
+ACTIONS_SHOW = "os_compute_api:os-instance-actions:show"
+ACTIONS_EVENTS = "os_compute_api:os-instance-actions:events"
 
 # The owner of a key pair (user-scoped, unlike every other resource here).
 ADMIN_OR_USER = "(" + ADMIN + ") or user_id:%(user_id)s"
@@ -145,6 +171,32 @@ _DEFAULTS: list[tuple[str, str, str]] = [
     (AVAILABILITY_ZONE_DETAIL, ADMIN, "List availability zones with their hosts and services."),
     (USAGE_SHOW, PROJECT_READER_OR_ADMIN, "Show a project's usage."),
     (USAGE_LIST, ADMIN, "List the usage of every project."),
+    (SERVERS_START, PROJECT_MEMBER_OR_ADMIN, "Start a server."),
+    (SERVERS_STOP, PROJECT_MEMBER_OR_ADMIN, "Stop a server."),
+    (SERVERS_REBOOT, PROJECT_MEMBER_OR_ADMIN, "Reboot a server."),
+    (SERVERS_REBUILD, PROJECT_MEMBER_OR_ADMIN, "Rebuild a server."),
+    (SERVERS_CREATE_IMAGE, PROJECT_MEMBER_OR_ADMIN, "Create an image from a server."),
+    (RESCUE, PROJECT_MEMBER_OR_ADMIN, "Rescue a server."),
+    (UNRESCUE, PROJECT_MEMBER_OR_ADMIN, "Unrescue a server."),
+    (LOCK, PROJECT_MEMBER_OR_ADMIN, "Lock a server."),
+    (UNLOCK, PROJECT_MEMBER_OR_ADMIN, "Unlock a server."),
+    (UNLOCK_OVERRIDE, ADMIN, "Unlock a server locked by someone else (an admin's lock)."),
+    (CONSOLE_OUTPUT, PROJECT_MEMBER_OR_ADMIN, "Show a server's console output."),
+    (METADATA_INDEX, PROJECT_READER_OR_ADMIN, "List a server's metadata."),
+    (METADATA_SHOW, PROJECT_READER_OR_ADMIN, "Show one metadata item of a server."),
+    (METADATA_CREATE, PROJECT_MEMBER_OR_ADMIN, "Add or update metadata items of a server."),
+    (METADATA_UPDATE_ALL, PROJECT_MEMBER_OR_ADMIN, "Replace a server's metadata."),
+    (METADATA_UPDATE, PROJECT_MEMBER_OR_ADMIN, "Set one metadata item of a server."),
+    (METADATA_DELETE, PROJECT_MEMBER_OR_ADMIN, "Delete one metadata item of a server."),
+    (TAGS_INDEX, PROJECT_READER_OR_ADMIN, "List a server's tags."),
+    (TAGS_SHOW, PROJECT_READER_OR_ADMIN, "Check a server's tag."),
+    (TAGS_UPDATE, PROJECT_MEMBER_OR_ADMIN, "Add a tag to a server."),
+    (TAGS_UPDATE_ALL, PROJECT_MEMBER_OR_ADMIN, "Replace a server's tags."),
+    (TAGS_DELETE, PROJECT_MEMBER_OR_ADMIN, "Delete a tag of a server."),
+    (TAGS_DELETE_ALL, PROJECT_MEMBER_OR_ADMIN, "Delete every tag of a server."),
+    (ACTIONS_LIST, PROJECT_READER_OR_ADMIN, "List a server's actions."),
+    (ACTIONS_SHOW, PROJECT_READER_OR_ADMIN, "Show a server's action."),
+    (ACTIONS_EVENTS, ADMIN, "Show the events of an action with their tracebacks and hosts."),
 ]
 
 

@@ -13,8 +13,8 @@ from typing import Any
 
 from corral.core.http import Endpoint, Route
 from corral.compute.api.handlers import (
-    aggregates, availability_zones, flavors, hypervisors, keypairs, os_services, quotas, root, server_groups,
-    servers, usage,
+    aggregates, availability_zones, flavors, hypervisors, instance_actions, keypairs, os_services, quotas, root,
+    server_actions, server_groups, server_metadata, server_tags, servers, usage,
 )
 from corral.compute.api.links import URL_PROJECT
 
@@ -51,7 +51,8 @@ def all_routes() -> list[Route]:
     return [
         *root.ROUTES,
         *versioned([
-            *flavors.ROUTES, *servers.ROUTES, *os_services.ROUTES, *quotas.ROUTES, *aggregates.ROUTES,
+            *flavors.ROUTES, *servers.ROUTES, *server_actions.ROUTES, *server_metadata.ROUTES,
+            *server_tags.ROUTES, *instance_actions.ROUTES, *os_services.ROUTES, *quotas.ROUTES, *aggregates.ROUTES,
             *keypairs.ROUTES, *server_groups.ROUTES, *hypervisors.ROUTES, *availability_zones.ROUTES,
             *usage.ROUTES,
         ]),

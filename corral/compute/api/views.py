@@ -126,7 +126,15 @@ def full_view(
     }
     if status in states.PROGRESS_STATUSES:
         view["progress"] = instance.get("progress")
-    if instance.get("vm_state") == states.ERROR:
+    fault = instance.get("_fault")
+    if status in states.FAULT_STATUSES and fault is not None:
+        # Upstream's _get_fault: details for admins, or for faults that are not 500s.
+        view["fault"] = {"code": fault["code"], "created": util.iso(_when(fault["created_at"])),
+                         "message": fault["message"]}
+        if fault.get("details") and (context.is_admin or fault["code"] != 500):
+            view["fault"]["details"] = fault["details"]
+    elif instance.get("vm_state") == states.ERROR and fault is None:
+        # Servers buried in cell0 before faults were recorded.
         view["fault"] = {
             "code": 500,
             "created": util.iso(_when(instance.get("updated_at") or instance["created_at"])),
@@ -153,11 +161,11 @@ def full_view(
     if context.at_least(*DESCRIPTION):
         view["description"] = instance.get("display_description")
     if context.at_least(*TAGS):
-        view["tags"] = []
+        view["tags"] = list(instance.get("_tags") or [])
     if context.at_least(*TRUSTED_CERTS):
         view["trusted_image_certificates"] = None
     if context.at_least(*LOCKED_REASON):
-        view["locked_reason"] = None
+        view["locked_reason"] = instance.get("locked_reason")
     if single and context.at_least(*SERVER_GROUPS):
         # The uuids of the server groups the server is a member of.
         view["server_groups"] = list(server_groups or [])
@@ -206,4 +214,25 @@ def minimal_show(state: ComputeState, req: falcon.Request, mapping: Any, spec: d
     }
     if req.context.at_least(*SERVER_GROUPS):
         view["server_groups"] = list(server_groups or [])
+    return view
+
+
+# What a rebuild's answer leaves out of the full record before 2.75 (upstream's
+# show_AZ, show_config_drive, show_extended_*, show_srv_usg... all False).
+_NOT_IN_REBUILD = (
+    "OS-EXT-AZ:availability_zone", "config_drive", "OS-EXT-STS:power_state", "OS-EXT-STS:task_state",
+    "OS-EXT-STS:vm_state", "OS-SRV-USG:launched_at", "OS-SRV-USG:terminated_at",
+    "os-extended-volumes:volumes_attached", "host_status",
+)
+KEY_NAME_IN_REBUILD = (2, 54)
+
+
+def rebuild_view(state: ComputeState, req: falcon.Request, instance: dict[str, Any], metadata: dict[str, str],
+                 server_groups: list[str] | None, extra_specs: bool) -> dict[str, Any]:
+    view = full_view(state, req, instance, metadata, extended=False, host_status=None, extra_specs=extra_specs,
+                     single=True, server_groups=server_groups)
+    for key in _NOT_IN_REBUILD:
+        view.pop(key, None)
+    if not req.context.at_least(*KEY_NAME_IN_REBUILD):
+        view.pop("key_name", None)
     return view

@@ -14,6 +14,7 @@ from sqlalchemy.engine import Connection
 
 from corral.compute.db import cell_tables as t
 from corral.compute.db.api_queries import utcnow
+from corral.compute.db.server_records import tag_conditions
 
 SOFT_DELETED = "soft-delete"
 
@@ -47,8 +48,13 @@ class InstanceFilters:
     name_contains: str | None = None
     changes_since: datetime.datetime | None = None
     changes_before: datetime.datetime | None = None
-    # A filter that can match nothing here (ip, tags: Corral has no networks or tags).
+    # A filter that can match nothing here (ip: Corral has no networks).
     match_nothing: bool = False
+    # Upstream's tag filters: every one, any one, not every one, none of these.
+    tags: list[str] | None = None
+    tags_any: list[str] | None = None
+    not_tags: list[str] | None = None
+    not_tags_any: list[str] | None = None
 
 
 def instance_dict(row: Any) -> dict[str, Any]:
@@ -156,6 +162,8 @@ def _where_filters(query: Any, filters: InstanceFilters) -> Any:
         query = query.where(c.updated_at >= filters.changes_since)
     if filters.changes_before is not None:
         query = query.where(c.updated_at <= filters.changes_before)
+    for clause in tag_conditions(filters.tags, filters.tags_any, filters.not_tags, filters.not_tags_any):
+        query = query.where(clause)
     return query
 
 
@@ -170,7 +178,7 @@ def list_instances(
 
     ``marker`` is the marker instance's row: only rows after it come back.
     """
-    # SELECT * FROM instances WHERE <filters> [AND <after marker>]
+    # SELECT * FROM instances WHERE <filters, tags: see tag_conditions> [AND <after marker>]
     #   ORDER BY <sort keys, NULLs first ascending>, uuid LIMIT :limit
     c = t.instances.c
     keys = list(sort) + [("uuid", sort[-1][1] if sort else False)]

@@ -55,6 +55,8 @@ instances = sa.Table(
     sa.Column("user_data", sa.Text, nullable=True),
     sa.Column("locked", sa.Boolean, nullable=False, default=False),
     sa.Column("locked_by", sa.String(255), nullable=True),
+    # Why it is locked (2.73); upstream keeps it in the system metadata.
+    sa.Column("locked_reason", sa.String(255), nullable=True),
     sa.Column("launched_at", Timestamp, nullable=True),
     sa.Column("terminated_at", Timestamp, nullable=True),
     sa.Column("deleted", sa.Boolean, nullable=False, default=False),
@@ -119,4 +121,78 @@ compute_nodes = sa.Table(
     sa.Column("disk_allocation_ratio", sa.Float, nullable=False),
     *_timestamps(),
     sa.UniqueConstraint("host", "hypervisor_hostname"),
+)
+
+# Tags compare exactly on every backend (MySQL's default collation would
+# make "Web" and "web" one tag).
+_TAG = sa.String(60).with_variant(mysql.VARCHAR(60, collation="utf8mb4_bin"), "mysql", "mariadb")
+
+tags = sa.Table(
+    "tags",
+    metadata,
+    sa.Column("resource_id", sa.String(36), primary_key=True),
+    sa.Column("tag", _TAG, primary_key=True),
+    sa.Index("ix_tags_tag", "tag"),
+)
+
+# Why a server went wrong: the latest one shows in ERROR and DELETED servers.
+instance_faults = sa.Table(
+    "instance_faults",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True),
+    sa.Column("instance_uuid", sa.String(36), nullable=False),
+    sa.Column("code", sa.Integer, nullable=False),
+    sa.Column("message", sa.String(255), nullable=True),
+    sa.Column("details", sa.Text().with_variant(mysql.MEDIUMTEXT(), "mysql", "mariadb"), nullable=True),
+    sa.Column("host", sa.String(255), nullable=True),
+    *_timestamps(),
+    sa.Index("ix_instance_faults_instance_uuid", "instance_uuid"),
+)
+
+# What was asked of each server (os-instance-actions), kept after it is deleted.
+instance_actions = sa.Table(
+    "instance_actions",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True),
+    sa.Column("action", sa.String(255), nullable=False),
+    sa.Column("instance_uuid", sa.String(36), nullable=False),
+    sa.Column("request_id", sa.String(255), nullable=False),
+    sa.Column("user_id", sa.String(255), nullable=True),
+    sa.Column("project_id", sa.String(255), nullable=True),
+    sa.Column("start_time", Timestamp, nullable=True),
+    sa.Column("finish_time", Timestamp, nullable=True),
+    sa.Column("message", sa.String(255), nullable=True),
+    *_timestamps(),
+    sa.Index("ix_instance_actions_instance_uuid_updated_at", "instance_uuid", "updated_at"),
+    sa.Index("ix_instance_actions_request_id", "request_id"),
+)
+
+instance_actions_events = sa.Table(
+    "instance_actions_events",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True),
+    sa.Column("action_id", sa.Integer, sa.ForeignKey("instance_actions.id", ondelete="CASCADE"), nullable=False),
+    sa.Column("event", sa.String(255), nullable=False),
+    sa.Column("start_time", Timestamp, nullable=True),
+    sa.Column("finish_time", Timestamp, nullable=True),
+    sa.Column("result", sa.String(255), nullable=True),
+    sa.Column("traceback", sa.Text().with_variant(mysql.MEDIUMTEXT(), "mysql", "mariadb"), nullable=True),
+    sa.Column("host", sa.String(255), nullable=True),
+    sa.Column("details", sa.Text, nullable=True),
+    *_timestamps(),
+    sa.Index("ix_instance_actions_events_action_id", "action_id"),
+)
+
+# Work the API left for a server's compute service (what upstream casts
+# over RPC): one at a time per server, claimed and removed by the compute
+# service of the server's host.
+instance_tasks = sa.Table(
+    "instance_tasks",
+    metadata,
+    sa.Column("instance_uuid", sa.String(36), primary_key=True),
+    sa.Column("task", sa.String(255), nullable=False),
+    sa.Column("request_id", sa.String(255), nullable=False),
+    # JSON: the action's arguments (reboot type, rescue image, ...).
+    sa.Column("params", sa.Text, nullable=False),
+    *_timestamps(),
 )

@@ -20,12 +20,17 @@ from corral.compute.domain.exceptions import ImageServiceFailed
 GiB = 1024 ** 3
 
 
-def requested_image(client: glance.GlanceClient, credentials: glance.Credentials, image_id: str) -> dict[str, Any]:
-    """The caller's view of the image; 400 if it has none, 500 if the Image service fails (as Nova)."""
+def requested_image(client: glance.GlanceClient, credentials: glance.Credentials, image_id: str,
+                    not_found: str = "Can not find requested image") -> dict[str, Any]:
+    """The caller's view of the image; 400 if it has none, 500 if the Image service fails (as Nova).
+
+    ``not_found`` is the message of the 400 when the caller cannot see it
+    (a rebuild says ``Cannot find image for rebuild``).
+    """
     try:
         return client.show(image_id, credentials)
     except glance.ImageNotFound:
-        raise errors.BadRequest("Can not find requested image") from None
+        raise errors.BadRequest(not_found) from None
     except glance.ImageNotAuthorized:
         raise errors.BadRequest(f"Not authorized for image {image_id}.") from None
     except glance.ImageBadRequest as error:

@@ -28,6 +28,7 @@ from corral.compute.cells import DID_NOT_RESPOND, CellMapping, CellRegistry, is_
 from corral.core.db import Database
 from corral.compute.db import api_queries as q
 from corral.compute.db import cell_queries as cq
+from corral.compute.db import server_records as records
 
 
 @dataclass
@@ -46,9 +47,12 @@ class ListRequest:
     with_metadata: bool = False
 
 
-# Keys added to each listed instance: the cell it came from and its metadata.
+# Keys added to each listed instance: the cell it came from, its metadata,
+# and (detail listings) its tags and newest fault.
 CELL_KEY = "_cell_uuid"
 METADATA_KEY = "_metadata"
+TAGS_KEY = "_tags"
+FAULT_KEY = "_fault"
 
 
 @dataclass
@@ -113,10 +117,15 @@ def list_instances(api_db: Database, cells: CellRegistry, request: ListRequest, 
     def work(cell: CellMapping, database: Database) -> list[dict[str, Any]]:
         with database.read() as conn:
             rows = cq.list_instances(conn, request.filters, request.sort, request.limit, marker)
-            metadata = cq.instance_metadata(conn, [row["uuid"] for row in rows]) if request.with_metadata else {}
+            uuids = [row["uuid"] for row in rows]
+            metadata = cq.instance_metadata(conn, uuids) if request.with_metadata else {}
+            tags = records.tags_of(conn, uuids) if request.with_metadata else {}
+            faults = records.latest_faults(conn, uuids) if request.with_metadata else {}
         for row in rows:
             row[CELL_KEY] = cell.uuid
             row[METADATA_KEY] = metadata.get(row["uuid"], {})
+            row[TAGS_KEY] = tags.get(row["uuid"], [])
+            row[FAULT_KEY] = faults.get(row["uuid"])
         return rows
 
     answers = cells.scatter_gather(all_cells, work)
@@ -133,6 +142,7 @@ def list_instances(api_db: Database, cells: CellRegistry, request: ListRequest, 
             for build in q.build_requests(conn, request.filters.project_id):
                 build[CELL_KEY] = None
                 build[METADATA_KEY] = build.pop("metadata", {})
+                build[TAGS_KEY] = build.pop("tags", [])
                 result.instances.append(build)
     batches = [answers[cell.uuid] for cell in all_cells if not is_failure(answers[cell.uuid])]
     merged = merge_sorted(request.sort, batches, request.limit)  # type: ignore[arg-type]

@@ -28,6 +28,7 @@ from corral.compute.domain.exceptions import CellDown
 from corral.compute.cells import CellMapping, CellRegistry
 from corral.compute.db import api_queries as q
 from corral.compute.db import cell_queries as cq
+from corral.compute.db import server_records as records
 from corral.compute.db import server_groups as group_db
 from corral.compute.domain import quota, server_groups, states
 from corral.compute.domain.scheduling import BootPlan, build_resource_request, eligible_nodes
@@ -36,6 +37,10 @@ from corral.compute.scheduler import NoValidHost, SchedulerUnavailable
 LOG = logging.getLogger(__name__)
 
 NO_VALID_HOST_FAULT = "No valid host was found. There are not enough hosts available."
+
+# Keys added to a server's instance dict: its tags and its newest fault.
+TAGS_KEY = "_tags"
+FAULT_KEY = "_fault"
 
 
 def not_found(instance_uuid: str) -> errors.NotFound:
@@ -50,6 +55,7 @@ class BootRequest:
     availability_zone: str | None
     forced_host: str | None
     metadata: dict[str, str]
+    tags: list[str] = field(default_factory=list)
     key_name: str | None = None
     # The key pair's public key (what a config drive would carry).
     key_data: str | None = None
@@ -110,6 +116,7 @@ def _check_quota(state: Any, context: RequestContext, boot: BootRequest) -> int:
 
 
 def create_servers(state: Any, context: RequestContext, boot: BootRequest) -> BootResult:
+    """Record, schedule and create the servers; each gets a 'create' instance action of the request."""
     count = _check_quota(state, context, boot)
     reservation_id = "r-" + secrets.token_hex(4)
     plan = build_resource_request(state, boot)
@@ -122,7 +129,7 @@ def create_servers(state: Any, context: RequestContext, boot: BootRequest) -> Bo
     state.api_db.write(_record_builds, context, boot, instances, members_limit)
     created: list[tuple[str, str]] = []
     for instance in instances:
-        _schedule_and_build(state, plan, instance, boot.metadata)
+        _schedule_and_build(state, plan, instance, boot.metadata, boot.tags, context)
         created.append((instance["uuid"], _password()))
     return BootResult(reservation_id, created)
 
@@ -199,17 +206,32 @@ def _record_builds(conn: Any, context: RequestContext, boot: BootRequest, instan
             user_id=instance["user_id"], queued_for_delete=False, created_at=instance["created_at"],
         )
         q.create_request_spec(conn, instance["uuid"], spec)
-        q.create_build_request(conn, instance["uuid"], instance["project_id"], {**instance, "metadata": boot.metadata})
+        q.create_build_request(conn, instance["uuid"], instance["project_id"],
+                               {**instance, "metadata": boot.metadata, "tags": boot.tags})
 
 
-def _schedule_and_build(state: Any, plan: BootPlan, instance: dict[str, Any], metadata: dict[str, str]) -> None:
+def _create_in_cell(conn: Any, instance: dict[str, Any], metadata: dict[str, str], tags: list[str],
+                    context: RequestContext, failure: str | None = None) -> None:
+    """The instance, its tags and its 'create' action (with the scheduling error, if any), at once."""
+    cq.create_instance(conn, instance, metadata)
+    records.add_tags(conn, instance["uuid"], tags)
+    action_id = records.start_action(conn, instance["uuid"], "create", context.request_id, context.user_id,
+                                     context.project_id)
+    if failure is not None:
+        records.add_fault(conn, instance["uuid"], 500, failure, None, None)
+        records.record_event(conn, action_id, "conductor_schedule_and_build_instances", None, "Error",
+                             f"nova.exception.NoValidHost: {failure}")
+
+
+def _schedule_and_build(state: Any, plan: BootPlan, instance: dict[str, Any], metadata: dict[str, str],
+                        tags: list[str], context: RequestContext) -> None:
     instance_uuid = instance["uuid"]
     try:
         nodes = eligible_nodes(state, plan, instance.get("availability_zone"))
         selection = server_groups.select_and_claim(state, plan, instance, nodes)
     except (NoValidHost, SchedulerUnavailable) as error:
         LOG.info("server %s could not be scheduled: %s", instance_uuid, error)
-        _bury_in_cell0(state, instance, metadata)
+        _bury_in_cell0(state, instance, metadata, tags, context)
         return
     with state.api_db.read() as conn:
         host_mapping = q.host_mapping(conn, selection.host)
@@ -226,14 +248,14 @@ def _schedule_and_build(state: Any, plan: BootPlan, instance: dict[str, Any], me
         }
 
         def create(_cell: CellMapping, database: Database) -> None:
-            database.write(cq.create_instance, built, metadata)
+            database.write(_create_in_cell, built, metadata, tags, context)
 
         state.cells.run_in_cell(cell, create)
     except Exception as error:
         LOG.warning("server %s could not be created on %s: %s", instance_uuid, selection.host, error)
         state.scheduler.release(instance_uuid)
         server_groups.forget_host(state.api_db, instance_uuid)
-        _bury_in_cell0(state, instance, metadata)
+        _bury_in_cell0(state, instance, metadata, tags, context)
         return
     _finish_build(state.api_db, instance_uuid, cell.id)
 
@@ -246,13 +268,14 @@ def _finish_build(api_db: Database, instance_uuid: str, cell_id: int) -> None:
     api_db.write(work)
 
 
-def _bury_in_cell0(state: Any, instance: dict[str, Any], metadata: dict[str, str]) -> None:
+def _bury_in_cell0(state: Any, instance: dict[str, Any], metadata: dict[str, str], tags: list[str],
+                   context: RequestContext) -> None:
     cell0 = state.cells.cell0()
     if cell0 is None:
         raise errors.InternalError("cell0 is not mapped; run 'corral compute cell_v2 map-cell0'")
     failed = {**instance, "vm_state": states.ERROR, "task_state": None, "availability_zone": instance.get("availability_zone")}
     database = state.cells.database(cell0)
-    database.write(cq.create_instance, failed, metadata)
+    database.write(_create_in_cell, failed, metadata, tags, context, NO_VALID_HOST_FAULT)
     _finish_build(state.api_db, instance["uuid"], cell0.id)
 
 
@@ -285,13 +308,18 @@ def find_server(state: Any, context: RequestContext, instance_uuid: str, *, cell
     if mapping.cell_id is None:
         if build is None:
             raise not_found(instance_uuid)
+        build = {**build, TAGS_KEY: build.get("tags", [])}
         return Found(mapping, None, instance=build, metadata=build.get("metadata", {}))
     cell = state.cells.by_id(mapping.cell_id)
 
     def read(_cell: CellMapping, database: Database) -> tuple[dict[str, Any] | None, dict[str, str]]:
         with database.read() as conn:
             instance = cq.get_instance(conn, instance_uuid)
-            metadata = cq.instance_metadata(conn, [instance_uuid])[instance_uuid] if instance else {}
+            if instance is None:
+                return None, {}
+            metadata = cq.instance_metadata(conn, [instance_uuid])[instance_uuid]
+            instance[TAGS_KEY] = records.tags_of(conn, [instance_uuid])[instance_uuid]
+            instance[FAULT_KEY] = records.latest_faults(conn, [instance_uuid]).get(instance_uuid)
             return instance, metadata
 
     result = state.cells.scatter_gather([cell], read)[cell.uuid]
@@ -320,11 +348,21 @@ def _visible(context: RequestContext, project_id: str) -> bool:
 # ---------------------------------------------------------------- delete
 
 
-def _update_in_cell(state: Any, found: Found, expected: dict[str, Any] | None, **values: Any) -> bool:
+def _update_in_cell(state: Any, found: Found, expected: dict[str, Any] | None, record: tuple[str, RequestContext] | None = None,
+                    **values: Any) -> bool:
+    """Update the instance (compare-and-set on ``expected``) and record the instance action ``record``, at once."""
     assert found.cell is not None
 
+    def change(conn: Any) -> int:
+        changed = int(cq.update_instance(conn, found.mapping.instance_uuid, expected, **values))
+        if changed and record is not None:
+            action, context = record
+            records.start_action(conn, found.mapping.instance_uuid, action, context.request_id, context.user_id,
+                                 context.project_id)
+        return changed
+
     def work(_cell: CellMapping, database: Database) -> int:
-        return int(database.write(cq.update_instance, found.mapping.instance_uuid, expected, **values))
+        return int(database.write(change))
 
     try:
         return bool(state.cells.run_in_cell(found.cell, work))
@@ -336,16 +374,17 @@ def _set_queued_for_delete(state: Any, instance_uuid: str, value: bool) -> None:
     state.api_db.write(lambda conn: q.update_instance_mapping(conn, instance_uuid, queued_for_delete=value))
 
 
-def _hard_delete(state: Any, found: Found) -> None:
+def _hard_delete(state: Any, found: Found, context: RequestContext) -> None:
     instance_uuid = found.mapping.instance_uuid
     if found.cell is None:
         # Never reached a cell: drop the build request.
         state.api_db.write(lambda conn: q.delete_build_request(conn, instance_uuid))
     else:
         now = q.utcnow()
+        # The guest is destroyed by the host's compute service when it next looks (upstream's reap).
         _update_in_cell(
-            state, found, None, deleted=True, deleted_at=now, terminated_at=now, vm_state=states.DELETED,
-            task_state=None, power_state=states.NOSTATE,
+            state, found, None, ("delete", context), deleted=True, deleted_at=now, terminated_at=now,
+            vm_state=states.DELETED, task_state=None, power_state=states.NOSTATE,
         )
     _set_queued_for_delete(state, instance_uuid, True)
     server_groups.forget_host(state.api_db, instance_uuid)
@@ -361,6 +400,7 @@ def delete_server(state: Any, context: RequestContext, instance_uuid: str) -> No
     state.policy.authorize(context, policies.SERVERS_DELETE, {"project_id": found.mapping.project_id})
     instance = found.instance
     assert instance is not None
+    _check_lock(context, found)
     soft = (
         state.conf.compute.reclaim_instance_interval > 0
         and found.cell is not None
@@ -369,20 +409,21 @@ def delete_server(state: Any, context: RequestContext, instance_uuid: str) -> No
     )
     if soft:
         _update_in_cell(
-            state, found, {"vm_state": instance["vm_state"]}, vm_state=states.SOFT_DELETED, task_state=None,
-            power_state=states.SHUTDOWN,
+            state, found, {"vm_state": instance["vm_state"]}, ("delete", context), vm_state=states.SOFT_DELETED,
+            task_state=None, power_state=states.SHUTDOWN,
         )
         _set_queued_for_delete(state, instance_uuid, True)
         return
-    _hard_delete(state, found)
+    _hard_delete(state, found, context)
 
 
 def restore_server(state: Any, context: RequestContext, instance_uuid: str) -> None:
     found = find_server(state, context, instance_uuid, cell_down_support=False, action="restore")
     state.policy.authorize(context, policies.DEFERRED_DELETE_RESTORE, {"project_id": found.mapping.project_id})
+    _check_lock(context, found)
     _require_soft_deleted(found, "restore")
     if not _update_in_cell(
-        state, found, {"vm_state": states.SOFT_DELETED}, vm_state=states.ACTIVE, task_state=None,
+        state, found, {"vm_state": states.SOFT_DELETED}, ("restore", context), vm_state=states.ACTIVE, task_state=None,
         power_state=states.RUNNING,
     ):
         raise _invalid_state(found, "restore")
@@ -392,8 +433,15 @@ def restore_server(state: Any, context: RequestContext, instance_uuid: str) -> N
 def force_delete_server(state: Any, context: RequestContext, instance_uuid: str) -> None:
     found = find_server(state, context, instance_uuid, cell_down_support=False, action="forceDelete")
     state.policy.authorize(context, policies.DEFERRED_DELETE_FORCE, {"project_id": found.mapping.project_id})
+    _check_lock(context, found)
     _require_soft_deleted(found, "forceDelete")
-    _hard_delete(state, found)
+    _hard_delete(state, found, context)
+
+
+def _check_lock(context: RequestContext, found: Found) -> None:
+    """Upstream's check_instance_lock: only admins act on a locked server."""
+    if found.instance is not None and found.instance.get("locked") and not context.is_admin:
+        raise errors.Conflict(f"Instance {found.mapping.instance_uuid} is locked")
 
 
 def _require_soft_deleted(found: Found, action: str) -> None:

@@ -25,6 +25,7 @@ CELL_DOWN_SUPPORT = (2, 69)
 NETWORKS_REQUIRED = (2, 37)
 STRICT_STATUS = (2, 38)
 DESCRIPTION = (2, 19)
+BOOT_TAGS = (2, 52)
 PAGING_PARAMS = ("limit", "marker", "sort_key", "sort_dir")
 
 # Filters any caller may use, by the microversion they appeared in.
@@ -96,7 +97,8 @@ _CREATE = util.Schema({
                 "accessIPv4": {"type": "string"},
                 "accessIPv6": {"type": "string"},
                 "OS-DCF:diskConfig": {"type": "string", "enum": ["AUTO", "MANUAL"]},
-                "tags": {"type": "array", "items": {"type": "string"}},
+                "tags": {"type": "array", "maxItems": 50,
+                         "items": {"type": "string", "pattern": "^[^,/]*$", "minLength": 1, "maxLength": 60}},
             },
             "required": ["name", "flavorRef"],
             "additionalProperties": False,
@@ -214,12 +216,18 @@ def _filters(req: falcon.Request, options: dict[str, list[str]], all_tenants: bo
                     selected = []
                 vm_states += selected
             filters.one_of["vm_state"] = vm_states
+            task_states = [states.task_states_for_status(status) for status in values]
+            if task_states and all(tasks is not None for tasks in task_states):
+                filters.one_of["task_state"] = sorted({t for tasks in task_states for t in tasks or []})
         elif name == "changes-since":
             filters.changes_since = _parse_time(value, name)
         elif name == "changes-before":
             filters.changes_before = _parse_time(value, name)
-        elif name in ("ip", "ip6", "tags", "tags-any"):
-            # No server has addresses or tags in Corral.
+        elif name in ("tags", "tags-any", "not-tags", "not-tags-any"):
+            # Comma-separated, as upstream splits them.
+            setattr(filters, name.replace("-", "_"), value.split(","))
+        elif name in ("ip", "ip6"):
+            # No server has addresses in Corral.
             filters.match_nothing = True
     # Upstream's rules: without a ``deleted`` filter only servers that are
     # neither deleted nor soft-deleted are listed, unless changes-since or
@@ -358,6 +366,16 @@ def show(state: ComputeState, req: falcon.Request, resp: falcon.Response, server
                                      single=True, server_groups=groups)})
 
 
+def rebuild_view(state: ComputeState, req: falcon.Request, found: servers.Found) -> dict[str, Any]:
+    """The server as a rebuild answers it (upstream's show with most extensions off before 2.75)."""
+    groups = None
+    if req.context.at_least(*views.SERVER_GROUPS):
+        with state.api_db.read() as conn:
+            groups = group_db.groups_of_instance(conn, found.mapping.instance_uuid)
+    return views.rebuild_view(state, req, dict(found.instance or {}), found.metadata, groups,
+                              util.allows(state, req, policies.SERVERS_SHOW_FLAVOR_EXTRA_SPECS))
+
+
 # ---------------------------------------------------------------- create
 
 
@@ -368,6 +386,11 @@ def _boot_request(state: ComputeState, req: falcon.Request, body: dict[str, Any]
         raise errors.BadRequest(
             f"Invalid input for field/attribute server. Value: {server}. "
             "Additional properties are not allowed ('description' was unexpected)"
+        )
+    if "tags" in server and not context.at_least(*BOOT_TAGS):
+        raise errors.BadRequest(
+            f"Invalid input for field/attribute server. Value: {server}. "
+            "Additional properties are not allowed ('tags' was unexpected)"
         )
     if context.at_least(*NETWORKS_REQUIRED) and "networks" not in server:
         raise errors.BadRequest(
@@ -394,9 +417,9 @@ def _boot_request(state: ComputeState, req: falcon.Request, body: dict[str, Any]
     image = None
     if image_id is not None:
         # Asked of the Image service with the caller's credentials, as Nova asks Glance.
-        image = images.requested_image(state.images, _forwarded_credentials(state, req), image_id)
+        image = images.requested_image(state.images, forwarded_credentials(state, req), image_id)
     # Upstream's order: the image lookup, the key pair, then the image's checks.
-    key_data = _key_data(state, req, server.get("key_name"))
+    public_key = key_data(state, req, server.get("key_name"))
     if image is not None:
         images.check_flavor_image(image, flavor)
         image_id = image["id"]
@@ -411,8 +434,9 @@ def _boot_request(state: ComputeState, req: falcon.Request, body: dict[str, Any]
         availability_zone=zone,
         forced_host=forced_host,
         metadata=dict(server.get("metadata", {})),
+        tags=list(dict.fromkeys(server.get("tags", []))),
         key_name=server.get("key_name"),
-        key_data=key_data,
+        key_data=public_key,
         description=server.get("description"),
         user_data=server.get("user_data"),
         config_drive="True" if str(config_drive).lower() in validation.TRUE_STRINGS else "",
@@ -427,7 +451,7 @@ def _boot_request(state: ComputeState, req: falcon.Request, body: dict[str, Any]
     )
 
 
-def _key_data(state: ComputeState, req: falcon.Request, key_name: str | None) -> str | None:
+def key_data(state: ComputeState, req: falcon.Request, key_name: str | None) -> str | None:
     """The public key of the caller's key pair ``key_name`` (400 when the caller has none of that name)."""
     if key_name is None:
         return None
@@ -442,7 +466,7 @@ def _key_data(state: ComputeState, req: falcon.Request, key_name: str | None) ->
 _NOAUTH2_IDENTITY = ("X-Project-Id", "X-Roles", "OpenStack-System-Scope")
 
 
-def _forwarded_credentials(state: ComputeState, req: falcon.Request) -> Credentials:
+def forwarded_credentials(state: ComputeState, req: falcon.Request) -> Credentials:
     """The caller's own credentials, for the Image service to see the images the caller may see."""
     strategy = state.conf.api.auth_strategy
     headers: dict[str, str] = {}
@@ -497,27 +521,8 @@ def delete(state: ComputeState, req: falcon.Request, resp: falcon.Response, serv
     send_empty(resp, 204)
 
 
-_ACTIONS = {
-    "restore": servers.restore_server,
-    "forceDelete": servers.force_delete_server,
-}
-
-
-def action(state: ComputeState, req: falcon.Request, resp: falcon.Response, server_id: str) -> None:
-    body = util.json_body(state, req)
-    if not isinstance(body, dict) or len(body) != 1:
-        raise errors.BadRequest("Malformed request body")
-    (name,) = body
-    handler = _ACTIONS.get(name)
-    if handler is None:
-        raise errors.BadRequest(f"There is no such action: {name}")
-    handler(state, req.context, server_id)
-    send_empty(resp, 202)
-
-
 ROUTES = [
     Route("/servers", {"GET": index, "POST": create}),
     Route("/servers/detail", {"GET": detail}),
     Route("/servers/{server_id}", {"GET": show, "DELETE": delete}),
-    Route("/servers/{server_id}/action", {"POST": action}),
 ]

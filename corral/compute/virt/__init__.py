@@ -1,0 +1,1 @@
+"""Virt drivers: what a compute service runs servers with (see driver.py)."""
