@@ -11,6 +11,7 @@ import datetime
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+import orjson
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
@@ -25,17 +26,16 @@ def get(conn: Connection, image_id: str, *, deleted: bool = False, lock: bool = 
     ``lock`` holds the row until the transaction ends, so that writers of
     one image take turns instead of failing each other's compare-and-set.
     """
-    # SELECT * FROM images WHERE id = :id [AND NOT deleted] [FOR UPDATE]
-    query = sa.select(images).where(images.c.id == image_id)
+    # SELECT images.*, <properties as JSON>, <tags as JSON> FROM images WHERE id = :id [AND NOT deleted]
+    #   [FOR UPDATE OF images]
+    query = sa.select(images, *_extras(conn)).where(images.c.id == image_id)
     if not deleted:
         query = query.where(images.c.deleted.is_(False))
     if lock:
-        query = query.with_for_update()
-    row = conn.execute(query).first()
-    if row is None:
-        return None
-    (image,) = with_extras(conn, [dict(row._mapping)])
-    return image
+        query = query.with_for_update(of=images)
+    result = conn.execute(query)
+    rows = _decoded(result.keys(), result.all())
+    return rows[0] if rows else None
 
 
 def exists(conn: Connection, image_id: str) -> bool:
@@ -44,39 +44,52 @@ def exists(conn: Connection, image_id: str) -> bool:
     return conn.execute(sa.select(sa.literal(1)).where(images.c.id == image_id)).first() is not None
 
 
-def with_extras(conn: Connection, rows: list[dict[str, Any]], page: Any = None) -> list[dict[str, Any]]:
-    """``rows`` with their properties and tags, read in one statement for all of them.
+# JSON aggregate functions by backend: (object of name -> value, array).
+_AGGREGATES = {
+    "sqlite": (sa.func.json_group_object, sa.func.json_group_array),
+    "postgresql": (sa.func.json_object_agg, sa.func.json_agg),
+    "mysql": (sa.func.json_objectagg, sa.func.json_arrayagg),
+}
 
-    ``page`` (a SELECT of the rows' ids) names them without a list of ids as
-    parameters, which a thousand-image page would otherwise need.
+
+_PAIRS = {
+    "sqlite": sa.func.json_array,
+    "postgresql": sa.func.json_build_array,
+    "mysql": sa.func.json_array,
+}
+
+
+def _extras(conn: Connection) -> list[Any]:
+    """An image row's properties and tags as two JSON columns, so that one statement reads both.
+
+    Each is a correlated subquery on its table's primary key or unique
+    index; tags are aggregated in the order they were added.
     """
-    if not rows:
-        return rows
-    ids = page if page is not None else sa.select(images.c.id).where(
-        images.c.id.in_([row["id"] for row in rows]))
-    chosen = ids.subquery()
-    # SELECT 'p', image_id, name, value, 0 FROM image_properties JOIN (<page ids>) AS page ON ...
-    # UNION ALL SELECT 't', image_id, value, NULL, id FROM image_tags JOIN (<page ids>) AS page ON ...
-    # ORDER BY 5
-    properties_of = sa.select(sa.literal("p").label("kind"), image_properties.c.image_id,
-                              image_properties.c.name, image_properties.c.value,
-                              sa.literal(0, sa.Integer).label("position")).join(
-        chosen, chosen.c.id == image_properties.c.image_id)
-    tags_of = sa.select(sa.literal("t"), image_tags.c.image_id, image_tags.c.value,
-                        sa.null().cast(sa.Text), image_tags.c.id).join(chosen, chosen.c.id == image_tags.c.image_id)
-    extras = sa.union_all(properties_of, tags_of).subquery()
-    properties: dict[str, dict[str, str]] = {row["id"]: {} for row in rows}
-    tags: dict[str, list[str]] = {row["id"]: [] for row in rows}
-    for kind, image_id, name, value, _position in conn.execute(
-            sa.select(extras).order_by(extras.c.position)).all():
-        if kind == "p":
-            properties[image_id][name] = value
-        else:
-            tags[image_id].append(name)
+    as_object, as_array = _AGGREGATES[conn.dialect.name]
+    # (SELECT json_group_object(name, value) FROM image_properties WHERE image_id = images.id)
+    properties = (sa.select(sa.cast(as_object(image_properties.c.name, image_properties.c.value), sa.Text))
+                  .where(image_properties.c.image_id == images.c.id).scalar_subquery().label("properties_json"))
+    # (SELECT json_group_array(json_array(id, value)) FROM image_tags WHERE image_id = images.id)
+    # (each tag with its id, to be put in the order they were added: no backend here orders inside
+    # an aggregate, and a sorted subquery under a correlated one is read whole for every image)
+    pair = _PAIRS[conn.dialect.name](image_tags.c.id, image_tags.c.value)
+    tags = (sa.select(sa.cast(as_array(pair), sa.Text)).where(image_tags.c.image_id == images.c.id)
+            .scalar_subquery().label("tags_json"))
+    return [properties, tags]
+
+
+def _decoded(keys: Iterable[str], rows: Iterable[Any]) -> list[dict[str, Any]]:
+    """Rows as dicts, their JSON columns made into ``properties`` and ``tags``."""
+    names = list(keys)
+    decoded = []
     for row in rows:
-        row["properties"] = dict(sorted(properties[row["id"]].items()))
-        row["tags"] = tags[row["id"]]
-    return rows
+        item = dict(zip(names, row, strict=True))
+        properties = item.pop("properties_json")
+        tags = item.pop("tags_json")
+        item["properties"] = dict(sorted(orjson.loads(properties).items())) if properties else {}
+        item["tags"] = [tag for _id, tag in sorted(orjson.loads(tags))] if tags else []
+        decoded.append(item)
+    return decoded
 
 
 def insert(conn: Connection, row: Mapping[str, Any], properties: Mapping[str, str], tags: Iterable[str]) -> None:
@@ -234,11 +247,9 @@ def list_page(conn: Connection, query: ListQuery, viewer: Viewer,
         conditions.append(_after(query.sort, marker))
     order = [_sort_column(name).asc() if direction == "asc" else _sort_column(name).desc()
              for name, direction in query.sort]
-    select = sa.select(*_LISTED).where(*conditions).order_by(*order).limit(query.limit)
+    select = sa.select(*_LISTED, *_extras(conn)).where(*conditions).order_by(*order).limit(query.limit)
     result = conn.execute(select)
-    keys = list(result.keys())
-    rows = [dict(zip(keys, row, strict=True)) for row in result.all()]
-    return with_extras(conn, rows, select.with_only_columns(images.c.id))
+    return _decoded(result.keys(), result.all())
 
 
 # --------------------------------------------------------------- quotas
