@@ -32,7 +32,7 @@ from urllib.parse import urlsplit
 
 from oslo_utils import strutils
 
-from corral.baremetal.drivers import glance, images
+from corral.baremetal.drivers import deploy_utils, glance, images
 from corral.baremetal.drivers.agent_client import AgentClient
 from corral.baremetal.db import ports as port_db
 from corral.baremetal.drivers.base import (
@@ -141,6 +141,7 @@ class AgentDeploy(BaseInterface):
     name = "direct"
 
     def validate(self, task: Any) -> None:
+        deploy_utils.root_device_for_deploy(task.node)
         info = task.node.get("instance_info") or {}
         source = info.get("image_source")
         if not source:
@@ -172,8 +173,12 @@ class AgentDeploy(BaseInterface):
 
     @deploy_step(priority=80)
     def write_image(self, task: Any) -> str:
-        configdrive = (task.node.get("instance_info") or {}).get("configdrive")
-        client_for(task).prepare_image(image_info(task), configdrive)
+        image = image_info(task)
+        configdrive = deploy_utils.configdrive_image(task.node)
+        if configdrive:
+            # As upstream: in image_info too, for agents that read it there.
+            image["configdrive"] = configdrive
+        client_for(task).prepare_image(image, configdrive)
         _set_info(task, agent_pending=PREPARE_IMAGE)
         return ASYNC
 
@@ -288,5 +293,5 @@ def _agent_node(task: Any) -> dict[str, Any]:
     info = dict(node.get("driver_internal_info") or {})
     info.pop("agent_secret_token", None)
     return {"uuid": node["uuid"], "properties": node.get("properties") or {},
-            "instance_info": node.get("instance_info") or {}, "driver_internal_info": info,
-            "driver_info": {}, "name": node.get("name")}
+            "instance_info": deploy_utils.mask_configdrive(node.get("instance_info") or {}),
+            "driver_internal_info": info, "driver_info": {}, "name": node.get("name")}
