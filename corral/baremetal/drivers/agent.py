@@ -1,17 +1,21 @@
 """The ``direct`` deploy interface: the agent in the node's ramdisk writes the image.
 
-Deploying boots the ramdisk (power on through the node's power
-interface) and waits in ``wait call-back`` for the agent's heartbeat;
-then ``standby.prepare_image`` makes the agent download the image from
-its http(s) URL, check its checksum and write it to the node's disk.  An
-``image_source`` that is an image of the Image service (a UUID or
-``glance://<uuid>``) is first fetched by the conductor into its image
-cache, verified, and published under ``[deploy] http_root`` for the agent
-to download from the conductor's file server (``instance_info/image_url``).
-Each heartbeat checks the running command.  Afterwards the agent is shut
-down (or, with ``deploy_forces_oob_reboot``, the disks are synced and
-the power interface turns the node off), the boot device becomes the
-disk and the node is powered on: ``active``.
+Deploying boots the ramdisk (the boot interface prepares it: network boot
+for ``fake``, an ISO in the virtual CD drive for ``redfish-virtual-media``;
+then power on through the node's power interface) and waits in ``wait
+call-back`` for the agent's heartbeat; then ``standby.prepare_image`` makes
+the agent download the image from its http(s) URL, check its checksum and
+write it to the node's disk, with the config drive as a partition at the
+end of the disk.  An ``image_source`` that is an image of the Image
+service (a UUID or ``glance://<uuid>``) is first fetched by the conductor
+into its image cache, verified, and published under ``[deploy] http_root``
+for the agent to download from the conductor's file server
+(``instance_info/image_url``, under ``[deploy] http_url``).  The conductor
+never requests the URL the agent downloads from.  Each heartbeat checks
+the running command.  Afterwards the boot interface makes the disk the
+boot device (ejecting the ramdisk's medium), the agent is shut down (or,
+with ``deploy_forces_oob_reboot``, the disks are synced) and the power
+interface turns the node off, and the node is powered on: ``active``.
 
 Cleaning boots the same ramdisk; the agent's clean steps (its hardware
 managers' ``erase_devices_metadata``, ``erase_devices`` ...) are read
@@ -32,6 +36,7 @@ from urllib.parse import urlsplit
 
 from oslo_utils import strutils
 
+from corral.baremetal.domain import states
 from corral.baremetal.drivers import deploy_utils, glance, images
 from corral.baremetal.drivers.agent_client import AgentClient
 from corral.baremetal.db import ports as port_db
@@ -81,8 +86,28 @@ def _set_info(task: Any, **values: Any) -> None:
 
 
 def _power(task: Any, target: str) -> None:
-    task.driver.power.set_power_state(task, target)
+    """Power the node on or off, unless the hardware reports it is already so."""
+    power = task.driver.power
+    if power.get_power_state(task) != target:
+        power.set_power_state(task, target)
     task.update(power_state=target, target_power_state=None)
+
+
+def _boot_ramdisk(task: Any) -> None:
+    """Boot the agent ramdisk: the boot interface prepares its boot, then the node is powered on."""
+    task.driver.boot.prepare_ramdisk(task, {})
+    _power(task, states.POWER_ON)
+
+
+def _stop_ramdisk(task: Any) -> None:
+    """Power off, undo the ramdisk's boot, forget the agent (its token goes) whatever fails on the way."""
+    try:
+        _power(task, states.POWER_OFF)
+    finally:
+        try:
+            task.driver.boot.clean_up_ramdisk(task)
+        finally:
+            task.update(driver_internal_info=without_agent(task.internal_info))
 
 
 def image_info(task: Any) -> dict[str, Any]:
@@ -141,6 +166,7 @@ class AgentDeploy(BaseInterface):
     name = "direct"
 
     def validate(self, task: Any) -> None:
+        task.driver.boot.validate(task)
         deploy_utils.root_device_for_deploy(task.node)
         info = task.node.get("instance_info") or {}
         source = info.get("image_source")
@@ -167,8 +193,7 @@ class AgentDeploy(BaseInterface):
         # An image of the Image service is fetched and verified before the machine boots.
         publish_glance_image(task)
         _set_info(task, agent_pending=WAITING_FOR_BOOT)
-        task.driver.management.set_boot_device(task, "pxe", persistent=False)
-        _power(task, "power on")
+        _boot_ramdisk(task)
         return ASYNC
 
     @deploy_step(priority=80)
@@ -186,7 +211,7 @@ class AgentDeploy(BaseInterface):
     def prepare_instance_boot(self, task: Any) -> None:
         # The image is on the disk: its published copy goes, as upstream removes it.
         unpublish_image(task)
-        task.driver.management.set_boot_device(task, "disk", persistent=True)
+        task.driver.boot.prepare_instance(task)
 
     @deploy_step(priority=40)
     def tear_down_agent(self, task: Any) -> None:
@@ -202,25 +227,27 @@ class AgentDeploy(BaseInterface):
                 client.power_off()
         except Exception as error:  # noqa: BLE001 - the power interface finishes the job either way
             LOG.warning("agent on node %s did not stop cleanly: %s", task.node["uuid"], error)
-        _power(task, "power off")
+        _power(task, states.POWER_OFF)
         task.update(driver_internal_info=without_agent(task.internal_info))
 
     @deploy_step(priority=20)
     def boot_instance(self, task: Any) -> None:
-        _power(task, "power on")
+        _power(task, states.POWER_ON)
 
     def tear_down(self, task: Any) -> None:
-        _power(task, "power off")
-        unpublish_image(task)
-        task.update(driver_internal_info=without_agent(task.internal_info))
+        _power(task, states.POWER_OFF)
+        try:
+            task.driver.boot.clean_up_instance(task)
+        finally:
+            unpublish_image(task)
+            task.update(driver_internal_info=without_agent(task.internal_info))
 
     def clean_up(self, task: Any) -> None:
         """After a failed or timed-out deployment: the ramdisk is stopped and its token forgotten."""
         try:
-            _power(task, "power off")
+            _stop_ramdisk(task)
         finally:
             unpublish_image(task)
-            task.update(driver_internal_info=without_agent(task.internal_info))
 
     # ---------------------------------------------------------- cleaning
 
@@ -228,13 +255,11 @@ class AgentDeploy(BaseInterface):
         for_cleaning = {key: None for key in AGENT_KEYS if key != "cleaning_pending_start"}
         _set_info(task, **for_cleaning)
         _set_info(task, agent_pending=WAITING_FOR_BOOT, agent_cleaning=True)
-        task.driver.management.set_boot_device(task, "pxe", persistent=False)
-        _power(task, "power on")
+        _boot_ramdisk(task)
         return ASYNC
 
     def tear_down_cleaning(self, task: Any) -> None:
-        _power(task, "power off")
-        task.update(driver_internal_info=without_agent(task.internal_info))
+        _stop_ramdisk(task)
 
     def refresh_clean_steps(self, task: Any) -> None:
         """Read the agent's clean steps (kept until the agent is gone)."""
