@@ -206,6 +206,19 @@ AGENT_OPTS = [
         help="Power the node off through the power interface after the image is written instead of asking "
         "the agent to shut the machine down (node driver_info 'deploy_forces_oob_reboot' wins).",
     ),
+    cfg.IntOpt(
+        "post_deploy_get_power_state_retries",
+        default=6,
+        min=0,
+        help="Times the power state is read again, after the agent was asked to power the machine off at the "
+        "end of a deployment, before the conductor powers it off itself.",
+    ),
+    cfg.FloatOpt(
+        "post_deploy_get_power_state_retry_interval",
+        default=5,
+        min=0,
+        help="Seconds between those power state reads.",
+    ),
 ]
 
 FAKE_OPTS = [

@@ -13,9 +13,12 @@ for the agent to download from the conductor's file server
 (``instance_info/image_url``, under ``[deploy] http_url``).  The conductor
 never requests the URL the agent downloads from.  Each heartbeat checks
 the running command.  Afterwards the boot interface makes the disk the
-boot device (ejecting the ramdisk's medium), the agent is shut down (or,
-with ``deploy_forces_oob_reboot``, the disks are synced) and the power
-interface turns the node off, and the node is powered on: ``active``.
+boot device (ejecting the ramdisk's medium), the agent is asked to power
+the machine off and the conductor waits for the power state to follow
+(``[agent] post_deploy_get_power_state_retries`` x
+``post_deploy_get_power_state_retry_interval``) before forcing it off (with
+``deploy_forces_oob_reboot``: the disks are synced and the power interface
+turns the node off at once), and the node is powered on: ``active``.
 
 Cleaning boots the same ramdisk; the agent's clean steps (its hardware
 managers' ``erase_devices_metadata``, ``erase_devices`` ...) are read
@@ -30,6 +33,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import time
 from collections.abc import Mapping
 from typing import Any
 from urllib.parse import urlsplit
@@ -108,6 +112,29 @@ def _stop_ramdisk(task: Any) -> None:
             task.driver.boot.clean_up_ramdisk(task)
         finally:
             task.update(driver_internal_info=without_agent(task.internal_info))
+
+
+def soft_power_off(task: Any, client: AgentClient) -> None:
+    """Ask the agent to power the machine off; force it off when it is still on after the retries."""
+    conf = task.conductor.conf.agent
+    try:
+        client.power_off()
+    except Exception as error:  # noqa: BLE001 - waiting for the power state tells whether it worked
+        LOG.warning("Failed to soft power off node %s: %s", task.node["uuid"], error)
+    attempts = conf.post_deploy_get_power_state_retries + 1
+    for attempt in range(attempts):
+        try:
+            if task.driver.power.get_power_state(task) == states.POWER_OFF:
+                task.update(power_state=states.POWER_OFF, target_power_state=None)
+                return
+        except Exception as error:  # noqa: BLE001 - read again
+            LOG.debug("reading the power state of node %s: %s", task.node["uuid"], error)
+        if attempt + 1 < attempts:
+            time.sleep(conf.post_deploy_get_power_state_retry_interval)
+    waited = conf.post_deploy_get_power_state_retries * conf.post_deploy_get_power_state_retry_interval
+    LOG.warning("Failed to soft power off node %s in at least %s seconds. Forcing hard power off and proceeding.",
+                task.node["uuid"], waited)
+    _power(task, states.POWER_OFF)
 
 
 def image_info(task: Any) -> dict[str, Any]:
@@ -215,19 +242,20 @@ class AgentDeploy(BaseInterface):
 
     @deploy_step(priority=40)
     def tear_down_agent(self, task: Any) -> None:
-        """Stop the ramdisk: the agent shuts the machine down, or (OOB) syncs and the BMC powers it off."""
+        """Stop the ramdisk: the agent powers the machine off, or (OOB) syncs and the BMC powers it off."""
         forced = task.node.get("driver_info", {}).get("deploy_forces_oob_reboot")
         oob = (strutils.bool_from_string(forced) if forced is not None
                else task.conductor.conf.agent.deploy_forces_oob_reboot)
         client = client_for(task)
-        try:
-            if oob:
+        if oob:
+            try:
                 client.sync()
-            else:
-                client.power_off()
-        except Exception as error:  # noqa: BLE001 - the power interface finishes the job either way
-            LOG.warning("agent on node %s did not stop cleanly: %s", task.node["uuid"], error)
-        _power(task, states.POWER_OFF)
+            except Exception as error:  # noqa: BLE001 - the power interface finishes the job either way
+                LOG.warning("Failed to flush the file system prior to hard rebooting the node %s: %s",
+                            task.node["uuid"], error)
+            _power(task, states.POWER_OFF)
+        else:
+            soft_power_off(task, client)
         task.update(driver_internal_info=without_agent(task.internal_info))
 
     @deploy_step(priority=20)
