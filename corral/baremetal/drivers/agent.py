@@ -99,7 +99,7 @@ def _power(task: Any, target: str) -> None:
 
 def _boot_ramdisk(task: Any) -> None:
     """Boot the agent ramdisk: the boot interface prepares its boot, then the node is powered on."""
-    task.driver.boot.prepare_ramdisk(task, {})
+    task.driver.boot.prepare_ramdisk(task)
     _power(task, states.POWER_ON)
 
 

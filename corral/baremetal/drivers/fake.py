@@ -290,7 +290,7 @@ class FakeBoot(_Fake):
     # As upstream's fake boot interface: network boot, iPXE included (boot from iSCSI volumes).
     capabilities = ("ipxe_boot", "pxe_boot")
 
-    def prepare_ramdisk(self, task: Any, params: dict[str, str] | None = None) -> None:
+    def prepare_ramdisk(self, task: Any) -> None:
         task.driver.management.set_boot_device(task, "pxe", persistent=False)
 
     def clean_up_ramdisk(self, task: Any) -> None:

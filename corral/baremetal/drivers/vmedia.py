@@ -147,7 +147,7 @@ class RedfishVirtualMediaBoot(BaseInterface):
 
     # --------------------------------------------------- agent ramdisk
 
-    def prepare_ramdisk(self, task: Any, params: dict[str, str] | None = None) -> None:
+    def prepare_ramdisk(self, task: Any) -> None:
         """Boot the agent ramdisk at the next power-on: its ISO in the virtual CD drive, the CD once.
 
         The ISO is fetched or made before the machine is touched, then the
@@ -186,14 +186,14 @@ class RedfishVirtualMediaBoot(BaseInterface):
                 return ref
             images.publish(cache.fetch(ref, None, verify_tls=verify_tls), target)
             return published_url(task)
-        kernel = self._fetch(task, refs["deploy_kernel"], "deploy_kernel", cache, verify_tls)
-        ramdisk = self._fetch(task, refs["deploy_ramdisk"], "deploy_ramdisk", cache, verify_tls)
+        kernel = self._fetch(refs["deploy_kernel"], "deploy_kernel", cache, verify_tls)
+        ramdisk = self._fetch(refs["deploy_ramdisk"], "deploy_ramdisk", cache, verify_tls)
         params = deploy_utils.agent_kernel_params(task.node, self.conf)
         os.makedirs(os.path.dirname(target), exist_ok=True)
         iso.build_iso(self.conf, kernel, ramdisk, params, boot_mode(task.node, self.conf), target)
         return published_url(task)
 
-    def _fetch(self, task: Any, ref: str, field: str, cache: images.ImageCache, verify_tls: bool | str) -> str:
+    def _fetch(self, ref: str, field: str, cache: images.ImageCache, verify_tls: bool | str) -> str:
         """The cached copy of a driver_info image: of the Image service (verified) or at a URL."""
         if glance.is_glance_image(ref):
             return glance.fetch(self.conf, cache, glance.usable_image(self.conf, ref, field, None))
