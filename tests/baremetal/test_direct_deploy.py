@@ -32,10 +32,16 @@ from tests.baremetal.agent_support import ImageServer, TestMachine, raw_image
 from tests.baremetal.support import faultstring, wait_for, wait_for_state
 from tests.baremetal.test_agent import PAYLOAD, AgentServer, enroll, set_image, wait_settled
 from tests.baremetal.test_provisioning import provision
-from tests.baremetal.test_vmedia import SYSTEM_ID, bmc, fake_bmc  # noqa: F401,F811 - fixtures
+from tests.baremetal import test_vmedia
 from tests.baremetal.vmedia_support import Emulator, require
+from tests.image.conftest import ImageServer as ImageService
+from tests.image.conftest import active
 from tests.support.databases import DatabaseFactory
 
+# sushy-tools' fake BMC with one system, and that system with its CD ejected and its power off.
+SYSTEM_ID = test_vmedia.SYSTEM_ID
+fake_bmc = test_vmedia.fake_bmc
+bmc = test_vmedia.bmc
 PUBLIC_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGy0yJ7z+Hn1dxR2bt2S0t0bq2K8TjG0XWd1yQyY8w0A tester"
 
 
@@ -320,6 +326,41 @@ def test_agent_ramdisk_booted_over_virtual_media_then_the_callback_timeout_eject
     assert requests.get(published, timeout=10).status_code == 404
     assert "agent_secret_token" not in failed["driver_internal_info"]
     assert images.requests == []
+
+
+def test_the_ramdisk_may_come_from_the_image_service(vmedia_server: AgentServer, bmc: Emulator, images: ImageServer,
+                                                    database_factory: DatabaseFactory, tmp_path: Path) -> None:
+    server = vmedia_server
+    client = server.client
+    image_api = ImageService(database_factory, tmp_path / "image-service")
+    try:
+        server.conf.set_override("endpoint_override", image_api.url, group="glance")
+        # Private images of another project: driver_info's ramdisk is the conductor's, whoever owns the node.
+        kernel = active(image_api.client("operators"), b"kernel from the image service " * 50,
+                        disk_format="raw", container_format="bare")
+        ramdisk = active(image_api.client("operators"), b"initramfs from the image service " * 50,
+                         disk_format="raw", container_format="bare")
+        node = vmedia_node(client, bmc.url, deploy_kernel=kernel["id"], deploy_ramdisk=f"glance://{ramdisk['id']}")
+        assert client.patch("/v1/nodes/vm1", json=[
+            {"op": "add", "path": "/owner", "value": "demo"}]).status_code == 200
+        assert provision(client, "vm1", "provide").status_code == 202
+        wait_for_state(client, "vm1", "available", timeout=60)
+        url, sha256 = images.publish("vm1.img", raw_image(PAYLOAD))
+        set_image(client, "vm1", url, sha256)
+        assert provision(client, "vm1", "active").status_code == 202
+        wait_for_state(client, "vm1", "wait call-back", timeout=60)
+        published = f"http://127.0.0.1:{server.conf.deploy.http_server_port}/redfish/boot-{node['uuid']}.iso"
+        iso = requests.get(published, timeout=10).content
+        assert iso_file(iso, "/isolinux/vmlinuz") == "kernel from the image service " * 50
+        assert iso_file(iso, "/isolinux/initrd") == "initramfs from the image service " * 50
+        # Aborting stops the ramdisk as a timeout does.
+        assert provision(client, "vm1", "abort").status_code == 202
+        aborted = wait_for_state(client, "vm1", "deploy failed", timeout=60)
+        assert aborted["last_error"] == "By request, the wait call-back operation was aborted"
+        assert not bmc.cd(SYSTEM_ID)["Inserted"]
+    finally:
+        server.conf.clear_override("endpoint_override", group="glance")
+        image_api.stop()
 
 
 def test_cleaning_boots_a_prebuilt_deploy_iso_and_a_silent_agent_fails_it(
