@@ -65,7 +65,7 @@ pytestmark = [pytest.mark.backends("first"), pytest.mark.timeout(1800), pytest.m
 GIB = 1024 ** 3
 # The disk the image goes to (first in the boot order) and a smaller one the agent would pick by itself.
 ROOT_DISK, OTHER_DISK = (5 * GIB, "corral-root"), (int(4.5 * GIB), "corral-other")
-# Emulated machines on a shared two-core host: generous limits (a passing run takes about four minutes).
+# Emulated machines on a shared two-core host: generous limits (a passing run takes two to three minutes).
 PHASE_TIMEOUT = 900
 PUBLIC_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIPqTn6Uc9rUwmWzTQhq7lMjGqW1fQkJ0m3N7rX0c0rPl corral-lab"
 
