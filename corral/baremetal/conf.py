@@ -128,6 +128,16 @@ CONDUCTOR_OPTS = [
         help="Times to retry taking a node lock held by another task before answering 409.",
     ),
     cfg.FloatOpt("node_locked_retry_interval", default=0.2, min=0, help="Seconds between node lock retries."),
+    cfg.StrOpt(
+        "deploy_kernel",
+        help="Image service UUID, http(s):// or file:// URL of the kernel of the agent ramdisk, for nodes whose "
+        "driver_info names no deploy_kernel (see 'corral baremetal build-ramdisk').",
+    ),
+    cfg.StrOpt(
+        "deploy_ramdisk",
+        help="Image service UUID, http(s):// or file:// URL of the initramfs of the agent ramdisk, for nodes whose "
+        "driver_info names no deploy_ramdisk.",
+    ),
     cfg.ListOpt(
         "file_url_allowed_paths",
         default=["/var/lib/ironic", "/shared/html", "/templates", "/opt/cache/files", "/vagrant"],
@@ -193,6 +203,19 @@ AGENT_OPTS = [
         help="Power the node off through the power interface after the image is written instead of asking "
         "the agent to shut the machine down (node driver_info 'deploy_forces_oob_reboot' wins).",
     ),
+    cfg.IntOpt(
+        "post_deploy_get_power_state_retries",
+        default=6,
+        min=0,
+        help="Times the power state is read again, after the agent was asked to power the machine off at the "
+        "end of a deployment, before the conductor powers it off itself.",
+    ),
+    cfg.FloatOpt(
+        "post_deploy_get_power_state_retry_interval",
+        default=5,
+        min=0,
+        help="Seconds between those power state reads.",
+    ),
 ]
 
 FAKE_OPTS = [
@@ -207,16 +230,30 @@ REDFISH_OPTS = [
     cfg.FloatOpt("power_poll_interval", default=1, min=0.05,
                  help="Seconds between power state reads while waiting for a power change."),
     cfg.StrOpt("kernel_append_params", default="nofb vga=normal",
-               help="Kernel arguments of ISO images built from a kernel and a ramdisk, before the "
-               "node's own ramdisk_kernel_arguments."),
+               help="Kernel arguments of ISO images built from a kernel and a ramdisk: of the agent ramdisk "
+               "(unless the node's instance_info or driver_info kernel_append_params replaces them; "
+               "%default% there stands for this value), and of a ramdisk deployment, before the node's own "
+               "ramdisk_kernel_arguments."),
 ]
 
 
 DEPLOY_OPTS = [
     cfg.StrOpt(
         "http_url",
-        help="URL at which BMCs fetch the files under http_root (for example http://192.0.2.1:8088). "
+        help="URL at which the agent on the machines fetches the files under http_root (for example "
+        "http://192.0.2.1:8088): images for the direct deploy; also BMCs, unless external_http_url is set. "
         "When unset, the conductor's own file server's address is used.",
+    ),
+    cfg.StrOpt(
+        "external_http_url",
+        help="URL at which BMCs fetch the files under http_root (virtual media ISO images), when they reach "
+        "the conductor by another address than the machines do. Defaults to http_url; a node's "
+        "driver_info/external_http_url wins.",
+    ),
+    cfg.StrOpt(
+        "external_callback_url",
+        help="URL of the Bare Metal API for the agent of machines booted from virtual media, given to it as "
+        "ipa-api-url (for example http://192.0.2.1:6385/baremetal). Unset: [baremetal_api] public_endpoint.",
     ),
     cfg.StrOpt(
         "http_root",

@@ -45,3 +45,12 @@ def health_checks(conf: cfg.ConfigOpts) -> list[Any]:
     from corral.baremetal.health import checks
 
     return checks(conf)
+
+
+def __getattr__(name: str) -> Any:
+    # The command group is imported only when the CLI asks for it.
+    if name == "cli":
+        from corral.baremetal.cli import cli
+
+        return cli
+    raise AttributeError(name)

@@ -16,6 +16,7 @@ import base64
 import binascii
 import gzip
 import io
+import zlib
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -106,6 +107,33 @@ def decode(text: str) -> bytes:
         except (OSError, EOFError) as error:
             raise ConfigDriveError(f"The config drive is not valid gzip: {error}") from None
     return raw
+
+
+def decoded_size(text: str, limit: int) -> int:
+    """The size of the image a gzip + base64 (or plain base64) config drive holds, counted up to ``limit`` + 1.
+
+    Whitespace is ignored, as the agent's decoder ignores it; a
+    decompression never produces more than ``limit`` + 1 bytes, whatever the
+    compressed data claims.
+    """
+    try:
+        raw = base64.b64decode("".join(text.split()), validate=True)
+    except (binascii.Error, ValueError) as error:
+        raise ConfigDriveError(f"The config drive is not valid base64: {error}") from None
+    if raw[:2] != b"\x1f\x8b":
+        return len(raw)
+    inflater = zlib.decompressobj(16 + zlib.MAX_WBITS)
+    size = 0
+    data = raw
+    try:
+        while data and size <= limit:
+            size += len(inflater.decompress(data, limit + 1 - size))
+            data = inflater.unconsumed_tail
+        if size <= limit:
+            size += len(inflater.flush())
+    except zlib.error as error:
+        raise ConfigDriveError(f"The config drive is not valid gzip: {error}") from None
+    return size
 
 
 def read(image: bytes) -> dict[str, bytes]:

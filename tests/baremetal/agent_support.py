@@ -90,11 +90,15 @@ def raw_image(payload: bytes, size: int = 4 * 1024 * 1024) -> bytes:
 
 
 class ImageServer:
-    """Serves a directory over http on 127.0.0.1 (the image store the agent downloads from)."""
+    """Serves a directory over http on 127.0.0.1 (the image store the agent downloads from).
+
+    ``requests`` lists the method and path of every request, in order.
+    """
 
     def __init__(self, directory: Path) -> None:
         self.directory = directory
-        handler = functools.partial(_QuietHandler, directory=str(directory))
+        self.requests: list[str] = []
+        handler = functools.partial(_QuietHandler, directory=str(directory), seen=self.requests)
         self._server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
         self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
@@ -111,6 +115,14 @@ class ImageServer:
 
 
 class _QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def __init__(self, *args: Any, seen: list[str], **kwargs: Any) -> None:
+        self.seen = seen
+        super().__init__(*args, **kwargs)
+
+    def send_head(self) -> Any:
+        self.seen.append(f"{self.command} {self.path}")
+        return super().send_head()
+
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the base class's name
         pass
 

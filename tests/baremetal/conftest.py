@@ -8,6 +8,7 @@ import pytest
 from oslo_config import cfg
 
 from corral.baremetal.api.app import build_state, make_app
+from corral.baremetal.conductor.local import LOCAL
 from corral.baremetal.conductor.service import ConductorService
 from corral.baremetal.db.schema import TREE
 from corral.baremetal.db.tables import metadata
@@ -53,6 +54,9 @@ class BaremetalServer:
     def reset(self) -> None:
         """Empty every table and register the conductor again."""
         truncate_all(self.state.db, metadata)
+        # Another test's server whose conductor has the same host name took this one's place among the
+        # conductors of this process, and left none when it stopped: the API would answer 503.
+        LOCAL.add(self.conductor)
         try:
             self.conductor.register()
         except Exception as error:

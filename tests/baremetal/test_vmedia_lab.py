@@ -22,19 +22,17 @@ import hashlib
 import os
 import shutil
 import subprocess
-import threading
-import urllib.parse
 import uuid
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from corral.core.server import ThreadedServer
+from tests.baremetal.lab_support import Callbacks, Machines, read_lab
 from tests.baremetal.support import wait_for, wait_for_state
 from tests.baremetal.test_provisioning import provision
-from tests.baremetal.vmedia_support import Emulator, ImageServer, require
+from tests.baremetal.vmedia_support import Emulator, ImageServer
 from tests.image.conftest import ImageServer as ImageService
 from tests.image.conftest import create, upload
 from tests.support.databases import DatabaseFactory
@@ -42,136 +40,8 @@ from tests.support.databases import DatabaseFactory
 # Emulated machines are slow when the host is busy: generous limits (a passing run takes 1 to 2 minutes).
 pytestmark = [pytest.mark.backends("first"), pytest.mark.timeout(900)]
 
-LAB_DIR = os.environ.get("CORRAL_LAB_DIR", "/var/tmp/corral-baremetal-lab")
 # Each guest boot takes 10 to 15 s on TCG when the host is idle; three at once on two cores, with room to spare.
 BOOT_TIMEOUT = 480
-
-
-def read_lab() -> dict[str, str]:
-    path = os.path.join(LAB_DIR, "lab.env")
-    require(os.path.exists(path), f"the bare metal lab is not set up ({path} is missing)")
-    with open(path) as handle:
-        lab = dict(line.strip().split("=", 1) for line in handle if "=" in line)
-    for tool in ("virsh", "xorriso"):
-        require(shutil.which(tool) is not None, f"{tool} is not installed")
-    for key in ("CORRAL_LAB_KERNEL", "CORRAL_LAB_RAMDISK", "CORRAL_LAB_ISOLINUX", "CORRAL_LAB_LDLINUX"):
-        require(os.path.exists(lab[key]), f"{lab[key]} is missing")
-    try:
-        import libvirt  # noqa: F401
-    except ImportError:
-        require(False, "libvirt-python is not installed (sushy-tools' libvirt driver needs it)")
-    probe = subprocess.run(["virsh", "-c", lab["CORRAL_LAB_LIBVIRT_URI"], "pool-info", lab["CORRAL_LAB_POOL"]],
-                           capture_output=True, text=True, check=False)
-    require(probe.returncode == 0, f"libvirtd or the lab's storage pool is not available: {probe.stderr.strip()}")
-    return lab
-
-
-class Machines:
-    """Libvirt domains named corral-lab-*, removed with the volumes sushy-tools uploaded for them."""
-
-    def __init__(self, lab: dict[str, str], firmwares: list[str]) -> None:
-        self.uri = lab["CORRAL_LAB_LIBVIRT_URI"]
-        self.pool = lab["CORRAL_LAB_POOL"]
-        self.vm_dir = lab["CORRAL_LAB_VM_DIR"]
-        self.volumes_before = set(self._volumes())
-        prefix = f"corral-lab-{uuid.uuid4().hex[:8]}"
-        self.machines: list[dict[str, str]] = []
-        try:
-            for index, firmware in enumerate(firmwares):
-                machine = {"name": f"{prefix}-{index}", "uuid": str(uuid.uuid4()), "firmware": firmware,
-                           "serial": os.path.join(self.vm_dir, f"{prefix}-{index}.serial.log")}
-                self._define(machine)
-                self.machines.append(machine)
-        except Exception:
-            self.remove()
-            raise
-
-    def virsh(self, *args: str) -> str:
-        result = subprocess.run(["virsh", "-q", "-c", self.uri, *args], capture_output=True, text=True, check=False)
-        if result.returncode != 0:
-            raise RuntimeError(f"virsh {' '.join(args)}: {result.stderr.strip()}")
-        return result.stdout
-
-    def _volumes(self) -> list[str]:
-        return [line.split()[0] for line in self.virsh("vol-list", self.pool).splitlines() if line.strip()]
-
-    def _define(self, machine: dict[str, str]) -> None:
-        # TCG (type 'qemu'): this machine has no usable hardware virtualisation.  An empty CD drive is
-        # needed before the BMC can insert media; the serial console goes to a file the test reads.
-        if machine["firmware"] == "uefi":
-            # OVMF chosen by libvirt, secure boot off; GRUB under OVMF needs more than 256 MiB.
-            memory, bus, cd = 512, "sata", "sdb"
-            os_xml = ("<os firmware='efi'><type arch='x86_64' machine='q35'>hvm</type><firmware>"
-                      "<feature enabled='no' name='secure-boot'/><feature enabled='no' name='enrolled-keys'/>"
-                      "</firmware><boot dev='hd'/></os>")
-        else:
-            memory, bus, cd = 256, "ide", "hdc"
-            os_xml = "<os><type arch='x86_64' machine='pc'>hvm</type><boot dev='hd'/></os>"
-        xml = f"""<domain type='qemu'>
-  <name>{machine['name']}</name><uuid>{machine['uuid']}</uuid>
-  <memory unit='MiB'>{memory}</memory><vcpu>1</vcpu>
-  {os_xml}
-  <features><acpi/><apic/></features>
-  <on_poweroff>destroy</on_poweroff><on_reboot>restart</on_reboot><on_crash>destroy</on_crash>
-  <devices>
-    <emulator>/usr/bin/qemu-system-x86_64</emulator>
-    <disk type='file' device='cdrom'><driver name='qemu' type='raw'/><target dev='{cd}' bus='{bus}'/><readonly/></disk>
-    <interface type='user'><model type='e1000'/></interface>
-    <serial type='file'><source path='{machine['serial']}' append='on'/><target port='0'/></serial>
-    <console type='file'><source path='{machine['serial']}' append='on'/><target type='serial' port='0'/></console>
-    <video><model type='none'/></video><memballoon model='none'/>
-  </devices>
-</domain>"""
-        path = os.path.join(self.vm_dir, f"{machine['name']}.xml")
-        with open(path, "w") as handle:
-            handle.write(xml)
-        self.virsh("define", path)
-
-    def state(self, machine: dict[str, str]) -> str:
-        return self.virsh("domstate", machine["name"]).strip()
-
-    def serial(self, machine: dict[str, str]) -> str:
-        try:
-            with open(machine["serial"], errors="replace") as handle:
-                return handle.read()
-        except FileNotFoundError:
-            return ""
-
-    def remove(self) -> None:
-        for machine in self.machines:
-            subprocess.run(["virsh", "-q", "-c", self.uri, "destroy", machine["name"]], capture_output=True,
-                           check=False)
-            # (UEFI machines refuse a plain undefine)
-            subprocess.run(["virsh", "-q", "-c", self.uri, "undefine", "--nvram", machine["name"]],
-                           capture_output=True, check=False)
-            for suffix in (".xml", ".serial.log"):
-                path = os.path.join(self.vm_dir, machine["name"] + suffix)
-                if os.path.exists(path):
-                    os.unlink(path)
-        # Ejecting leaves the uploaded image in the pool.
-        for volume in set(self._volumes()) - self.volumes_before:
-            subprocess.run(["virsh", "-q", "-c", self.uri, "vol-delete", volume, "--pool", self.pool],
-                           capture_output=True, check=False)
-
-
-class Callbacks:
-    """Where the guests' init reports: GET /<label>?uuid=...&cmdline=..."""
-
-    def __init__(self) -> None:
-        self.received: dict[str, dict[str, str]] = {}
-        self._lock = threading.Lock()
-        self.server = ThreadedServer(self._app).start()
-
-    def _app(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
-        query = urllib.parse.parse_qs(environ.get("QUERY_STRING", ""))
-        with self._lock:
-            self.received[environ["PATH_INFO"].strip("/")] = {key: values[0] for key, values in query.items()}
-        start_response("200 OK", [("Content-Length", "3")])
-        return [b"ok\n"]
-
-    def url_for_guest(self, label: str) -> str:
-        # QEMU's user-mode network: the guest reaches the host's loopback as 10.0.2.2.
-        return f"http://10.0.2.2:{self.server.port}/{label}"
 
 
 @pytest.fixture(scope="module")
@@ -195,7 +65,7 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
         if emulator is not None:
             emulator.stop()
         images.stop()
-        callbacks.server.stop()
+        callbacks.stop()
         machines.remove()
 
 

@@ -88,11 +88,25 @@ def test_cache_reuses_a_verified_image_and_refetches_an_unverified_one_after_the
     assert cache.fetch(url, checksum) == first and _read(first) == b"a" * 10
     unverified = cache.fetch(url, None)
     assert _read(unverified) == b"changed"
-    (tmp_path / "a").write_bytes(b"changed again")
-    assert _read(cache.fetch(url, None)) == b"changed"
+    # Unchanged, it is reused until the TTL, then copied again.
+    copy = os.stat(unverified).st_ino
+    assert cache.fetch(url, None) == unverified and os.stat(unverified).st_ino == copy
     old = time.time() - 120
+    os.utime(tmp_path / "a", (old - 10, old - 10))
     os.utime(unverified, (old, old))
-    assert _read(cache.fetch(url, None)) == b"changed again"
+    assert cache.fetch(url, None) == unverified and os.stat(unverified).st_ino != copy
+
+
+def test_cache_copies_a_file_again_once_it_changed(tmp_path) -> None:
+    """A rebuilt agent ramdisk at the same file:// URL is used at the next boot, within the TTL."""
+    cache = _cache(tmp_path, ttl=3600)
+    url = _source(tmp_path, "ramdisk", 10)
+    first = _read(cache.fetch(url, None))
+    assert first == b"r" * 10
+    (tmp_path / "ramdisk").write_bytes(b"rebuilt")
+    later = time.time() + 5
+    os.utime(tmp_path / "ramdisk", (later, later))
+    assert _read(cache.fetch(url, None)) == b"rebuilt" != first
 
 
 def test_cache_evicts_least_recently_used_unused_images_but_never_published_ones(tmp_path) -> None:

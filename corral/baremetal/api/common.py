@@ -94,8 +94,11 @@ def mask_secrets(body: dict[str, Any], shown: SecretsShown) -> dict[str, Any]:
     info = body.get("instance_info")
     if not shown.instance and isinstance(info, dict):
         masked = strutils.mask_dict_password(info, MASK)
-        if masked.get("image_url"):
-            masked["image_url"] = MASK
+        # A config drive given as a JSON object is a dictionary, which mask_dict_password walks
+        # through: it is masked whole, as upstream does.
+        for key in ("image_url", "configdrive"):
+            if masked.get(key):
+                masked[key] = MASK
         body["instance_info"] = masked
     internal = body.get("driver_internal_info")
     if isinstance(internal, dict) and internal.get("agent_secret_token"):

@@ -74,12 +74,19 @@ def _tear_down_ramdisk(task: Any) -> None:
 
 
 def _ramdisk_booting(task: Any, start: dict[str, Any]) -> bool:
-    """Boot the deploy interface's ramdisk when its steps come from an agent; True when now waiting for it."""
+    """Boot the deploy interface's ramdisk when its steps come from an agent.
+
+    True when cleaning now waits for the agent, or failed because the ramdisk could not be booted.
+    """
     prepare = getattr(task.driver.deploy, "prepare_cleaning", None)
     if prepare is None or task.internal_info.get("agent_cleaning"):
         return False
-    if prepare(task) != ASYNC:
-        return False
+    try:
+        if prepare(task) != ASYNC:
+            return False
+    except Exception as error:  # noqa: BLE001 - recorded on the node
+        fail(task, f"Failed to prepare node {task.node['uuid']} for cleaning: {error}")
+        return True
     info = task.internal_info
     info["cleaning_pending_start"] = start
     task.update(driver_internal_info=info, last_error=None)

@@ -1,17 +1,24 @@
 """The ``direct`` deploy interface: the agent in the node's ramdisk writes the image.
 
-Deploying boots the ramdisk (power on through the node's power
-interface) and waits in ``wait call-back`` for the agent's heartbeat;
-then ``standby.prepare_image`` makes the agent download the image from
-its http(s) URL, check its checksum and write it to the node's disk.  An
-``image_source`` that is an image of the Image service (a UUID or
-``glance://<uuid>``) is first fetched by the conductor into its image
-cache, verified, and published under ``[deploy] http_root`` for the agent
-to download from the conductor's file server (``instance_info/image_url``).
-Each heartbeat checks the running command.  Afterwards the agent is shut
-down (or, with ``deploy_forces_oob_reboot``, the disks are synced and
-the power interface turns the node off), the boot device becomes the
-disk and the node is powered on: ``active``.
+Deploying boots the ramdisk (the boot interface prepares it: network boot
+for ``fake``, an ISO in the virtual CD drive for ``redfish-virtual-media``;
+then power on through the node's power interface) and waits in ``wait
+call-back`` for the agent's heartbeat; then ``standby.prepare_image`` makes
+the agent download the image from its http(s) URL, check its checksum and
+write it to the node's disk, with the config drive as a partition at the
+end of the disk.  An ``image_source`` that is an image of the Image
+service (a UUID or ``glance://<uuid>``) is first fetched by the conductor
+into its image cache, verified, and published under ``[deploy] http_root``
+for the agent to download from the conductor's file server
+(``instance_info/image_url``, under ``[deploy] http_url``).  The conductor
+never requests the URL the agent downloads from.  Each heartbeat checks
+the running command.  Afterwards the boot interface makes the disk the
+boot device (ejecting the ramdisk's medium), the agent is asked to power
+the machine off and the conductor waits for the power state to follow
+(``[agent] post_deploy_get_power_state_retries`` x
+``post_deploy_get_power_state_retry_interval``) before forcing it off (with
+``deploy_forces_oob_reboot``: the disks are synced and the power interface
+turns the node off at once), and the node is powered on: ``active``.
 
 Cleaning boots the same ramdisk; the agent's clean steps (its hardware
 managers' ``erase_devices_metadata``, ``erase_devices`` ...) are read
@@ -26,13 +33,15 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import time
 from collections.abc import Mapping
 from typing import Any
 from urllib.parse import urlsplit
 
 from oslo_utils import strutils
 
-from corral.baremetal.drivers import glance, images
+from corral.baremetal.domain import states
+from corral.baremetal.drivers import deploy_utils, glance, images
 from corral.baremetal.drivers.agent_client import AgentClient
 from corral.baremetal.db import ports as port_db
 from corral.baremetal.drivers.base import (
@@ -81,8 +90,51 @@ def _set_info(task: Any, **values: Any) -> None:
 
 
 def _power(task: Any, target: str) -> None:
-    task.driver.power.set_power_state(task, target)
+    """Power the node on or off, unless the hardware reports it is already so."""
+    power = task.driver.power
+    if power.get_power_state(task) != target:
+        power.set_power_state(task, target)
     task.update(power_state=target, target_power_state=None)
+
+
+def _boot_ramdisk(task: Any) -> None:
+    """Boot the agent ramdisk: the boot interface prepares its boot, then the node is powered on."""
+    task.driver.boot.prepare_ramdisk(task)
+    _power(task, states.POWER_ON)
+
+
+def _stop_ramdisk(task: Any) -> None:
+    """Power off, undo the ramdisk's boot, forget the agent (its token goes) whatever fails on the way."""
+    try:
+        _power(task, states.POWER_OFF)
+    finally:
+        try:
+            task.driver.boot.clean_up_ramdisk(task)
+        finally:
+            task.update(driver_internal_info=without_agent(task.internal_info))
+
+
+def soft_power_off(task: Any, client: AgentClient) -> None:
+    """Ask the agent to power the machine off; force it off when it is still on after the retries."""
+    conf = task.conductor.conf.agent
+    try:
+        client.power_off()
+    except Exception as error:  # noqa: BLE001 - waiting for the power state tells whether it worked
+        LOG.warning("Failed to soft power off node %s: %s", task.node["uuid"], error)
+    attempts = conf.post_deploy_get_power_state_retries + 1
+    for attempt in range(attempts):
+        try:
+            if task.driver.power.get_power_state(task) == states.POWER_OFF:
+                task.update(power_state=states.POWER_OFF, target_power_state=None)
+                return
+        except Exception as error:  # noqa: BLE001 - read again
+            LOG.debug("reading the power state of node %s: %s", task.node["uuid"], error)
+        if attempt + 1 < attempts:
+            time.sleep(conf.post_deploy_get_power_state_retry_interval)
+    waited = conf.post_deploy_get_power_state_retries * conf.post_deploy_get_power_state_retry_interval
+    LOG.warning("Failed to soft power off node %s in at least %s seconds. Forcing hard power off and proceeding.",
+                task.node["uuid"], waited)
+    _power(task, states.POWER_OFF)
 
 
 def image_info(task: Any) -> dict[str, Any]:
@@ -141,6 +193,8 @@ class AgentDeploy(BaseInterface):
     name = "direct"
 
     def validate(self, task: Any) -> None:
+        task.driver.boot.validate(task)
+        deploy_utils.root_device_for_deploy(task.node)
         info = task.node.get("instance_info") or {}
         source = info.get("image_source")
         if not source:
@@ -166,14 +220,17 @@ class AgentDeploy(BaseInterface):
         # An image of the Image service is fetched and verified before the machine boots.
         publish_glance_image(task)
         _set_info(task, agent_pending=WAITING_FOR_BOOT)
-        task.driver.management.set_boot_device(task, "pxe", persistent=False)
-        _power(task, "power on")
+        _boot_ramdisk(task)
         return ASYNC
 
     @deploy_step(priority=80)
     def write_image(self, task: Any) -> str:
-        configdrive = (task.node.get("instance_info") or {}).get("configdrive")
-        client_for(task).prepare_image(image_info(task), configdrive)
+        image = image_info(task)
+        configdrive = deploy_utils.configdrive_image(task.node)
+        if configdrive:
+            # As upstream: in image_info too, for agents that read it there.
+            image["configdrive"] = configdrive
+        client_for(task).prepare_image(image, configdrive)
         _set_info(task, agent_pending=PREPARE_IMAGE)
         return ASYNC
 
@@ -181,41 +238,44 @@ class AgentDeploy(BaseInterface):
     def prepare_instance_boot(self, task: Any) -> None:
         # The image is on the disk: its published copy goes, as upstream removes it.
         unpublish_image(task)
-        task.driver.management.set_boot_device(task, "disk", persistent=True)
+        task.driver.boot.prepare_instance(task)
 
     @deploy_step(priority=40)
     def tear_down_agent(self, task: Any) -> None:
-        """Stop the ramdisk: the agent shuts the machine down, or (OOB) syncs and the BMC powers it off."""
+        """Stop the ramdisk: the agent powers the machine off, or (OOB) syncs and the BMC powers it off."""
         forced = task.node.get("driver_info", {}).get("deploy_forces_oob_reboot")
         oob = (strutils.bool_from_string(forced) if forced is not None
                else task.conductor.conf.agent.deploy_forces_oob_reboot)
         client = client_for(task)
-        try:
-            if oob:
+        if oob:
+            try:
                 client.sync()
-            else:
-                client.power_off()
-        except Exception as error:  # noqa: BLE001 - the power interface finishes the job either way
-            LOG.warning("agent on node %s did not stop cleanly: %s", task.node["uuid"], error)
-        _power(task, "power off")
+            except Exception as error:  # noqa: BLE001 - the power interface finishes the job either way
+                LOG.warning("Failed to flush the file system prior to hard rebooting the node %s: %s",
+                            task.node["uuid"], error)
+            _power(task, states.POWER_OFF)
+        else:
+            soft_power_off(task, client)
         task.update(driver_internal_info=without_agent(task.internal_info))
 
     @deploy_step(priority=20)
     def boot_instance(self, task: Any) -> None:
-        _power(task, "power on")
+        _power(task, states.POWER_ON)
 
     def tear_down(self, task: Any) -> None:
-        _power(task, "power off")
-        unpublish_image(task)
-        task.update(driver_internal_info=without_agent(task.internal_info))
+        _power(task, states.POWER_OFF)
+        try:
+            task.driver.boot.clean_up_instance(task)
+        finally:
+            unpublish_image(task)
+            task.update(driver_internal_info=without_agent(task.internal_info))
 
     def clean_up(self, task: Any) -> None:
         """After a failed or timed-out deployment: the ramdisk is stopped and its token forgotten."""
         try:
-            _power(task, "power off")
+            _stop_ramdisk(task)
         finally:
             unpublish_image(task)
-            task.update(driver_internal_info=without_agent(task.internal_info))
 
     # ---------------------------------------------------------- cleaning
 
@@ -223,13 +283,11 @@ class AgentDeploy(BaseInterface):
         for_cleaning = {key: None for key in AGENT_KEYS if key != "cleaning_pending_start"}
         _set_info(task, **for_cleaning)
         _set_info(task, agent_pending=WAITING_FOR_BOOT, agent_cleaning=True)
-        task.driver.management.set_boot_device(task, "pxe", persistent=False)
-        _power(task, "power on")
+        _boot_ramdisk(task)
         return ASYNC
 
     def tear_down_cleaning(self, task: Any) -> None:
-        _power(task, "power off")
-        task.update(driver_internal_info=without_agent(task.internal_info))
+        _stop_ramdisk(task)
 
     def refresh_clean_steps(self, task: Any) -> None:
         """Read the agent's clean steps (kept until the agent is gone)."""
@@ -288,5 +346,5 @@ def _agent_node(task: Any) -> dict[str, Any]:
     info = dict(node.get("driver_internal_info") or {})
     info.pop("agent_secret_token", None)
     return {"uuid": node["uuid"], "properties": node.get("properties") or {},
-            "instance_info": node.get("instance_info") or {}, "driver_internal_info": info,
-            "driver_info": {}, "name": node.get("name")}
+            "instance_info": deploy_utils.mask_configdrive(node.get("instance_info") or {}),
+            "driver_internal_info": info, "driver_info": {}, "name": node.get("name")}

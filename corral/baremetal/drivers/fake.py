@@ -284,9 +284,23 @@ class FakeDeploy(_Fake):
 
 
 class FakeBoot(_Fake):
+    """Network boot that sets the boot device and nothing else: "power on" boots whatever the machine gets."""
+
     interface_type = "boot"
     # As upstream's fake boot interface: network boot, iPXE included (boot from iSCSI volumes).
     capabilities = ("ipxe_boot", "pxe_boot")
+
+    def prepare_ramdisk(self, task: Any) -> None:
+        task.driver.management.set_boot_device(task, "pxe", persistent=False)
+
+    def clean_up_ramdisk(self, task: Any) -> None:
+        pass
+
+    def prepare_instance(self, task: Any) -> None:
+        task.driver.management.set_boot_device(task, "disk", persistent=True)
+
+    def clean_up_instance(self, task: Any) -> None:
+        pass
 
 
 def _simple(interface_type: str, implementation: str = "fake") -> type[BaseInterface]:

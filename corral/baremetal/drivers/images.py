@@ -203,8 +203,18 @@ class ImageCache:
                    deploy.image_download_timeout, conf.conductor.file_url_allowed_paths)
 
     def fetch(self, url: str, checksum: Checksum | None, *, verify_tls: bool | str = True) -> str:
-        """The path of a verified local copy of ``url`` (downloaded unless cached)."""
-        return self._fetch(url, url, checksum, lambda: _open(url, self.timeout, verify_tls, self.file_paths))
+        """The path of a verified local copy of ``url`` (downloaded unless cached).
+
+        A ``file://`` image without a checksum changed since its copy was
+        made or last used (a rebuilt agent ramdisk) is copied again, as
+        upstream compares the source's modification time.
+        """
+        changed_at = None
+        if checksum is None and urllib.parse.urlparse(url).scheme == "file":
+            with contextlib.suppress(OSError):
+                changed_at = os.stat(_allowed_file(url, self.file_paths)).st_mtime
+        return self._fetch(url, url, checksum, lambda: _open(url, self.timeout, verify_tls, self.file_paths),
+                           changed_at=changed_at)
 
     def fetch_image(self, image_id: str, checksum: Checksum,
                     open_data: Callable[[], AbstractContextManager[Iterator[bytes]]]) -> str:
@@ -224,12 +234,14 @@ class ImageCache:
         return os.path.join(self.directory, key.hexdigest()[:32] + ".image")
 
     def _fetch(self, source: str, label: str, checksum: Checksum | None,
-               open_data: Callable[[], AbstractContextManager[Iterator[bytes]]]) -> str:
+               open_data: Callable[[], AbstractContextManager[Iterator[bytes]]],
+               changed_at: float | None = None) -> str:
         os.makedirs(self.directory, exist_ok=True)
         path = self._entry(source, checksum)
         # One download per image, also across conductor processes sharing the directory.
         with self._lock(path):
-            if os.path.exists(path) and self._fresh(path, checksum, label):
+            if (os.path.exists(path) and (changed_at is None or os.stat(path).st_mtime >= changed_at)
+                    and self._fresh(path, checksum, label)):
                 os.utime(path)
                 LOG.debug("image %s from the cache", label)
                 return path

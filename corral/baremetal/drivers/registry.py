@@ -13,9 +13,11 @@ from corral.core.errors import BadRequest
 
 def _known_types() -> dict[str, HardwareType]:
     from corral.baremetal.drivers import redfish, vmedia
+    from corral.baremetal.drivers.agent import AgentDeploy
     from corral.baremetal.drivers.fake import FAKE_HARDWARE
 
-    redfish_type = redfish.hardware_type(boot=[vmedia.RedfishVirtualMediaBoot], deploy=[vmedia.RamdiskDeploy])
+    redfish_type = redfish.hardware_type(boot=[vmedia.RedfishVirtualMediaBoot],
+                                         deploy=[AgentDeploy, vmedia.RamdiskDeploy])
     return {hw.name: hw for hw in (FAKE_HARDWARE, redfish_type)}
 
 

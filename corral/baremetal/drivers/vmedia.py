@@ -5,6 +5,12 @@ virtual CD drive (``VirtualMedia.InsertMedia``) and makes the system boot
 from it in the node's boot mode; it ejects the medium when the instance is
 torn down, and when preparing it failed.
 
+For the agent (``direct`` deploy, cleaning) it boots the agent ramdisk: an
+ISO made from ``deploy_kernel`` + ``deploy_ramdisk`` with the kernel
+arguments the agent needs (see :mod:`corral.baremetal.drivers.deploy_utils`),
+or a prebuilt ``deploy_iso``.  Once the agent wrote the image, the medium
+is ejected and the system boots from its disk.
+
 ``ramdisk`` (deploy) boots the instance from memory instead of writing an
 image to disk ("Booting a Ramdisk or an ISO"): ``instance_info/boot_iso``
 names an ISO image, or ``instance_info/kernel`` + ``ramdisk`` name a kernel
@@ -16,8 +22,9 @@ The node becomes ``active`` once it was powered on from the medium;
 undeploying powers it off and ejects the medium.
 
 Images the BMC is to fetch are published under ``[deploy] http_root`` and
-given to it as URLs under ``[deploy] http_url`` (the conductor's own file
-server unless configured otherwise).
+given to it as URLs under the node's ``driver_info/external_http_url``,
+else ``[deploy] external_http_url``, else ``[deploy] http_url`` (the
+conductor's own file server unless configured otherwise).
 """
 
 from __future__ import annotations
@@ -31,7 +38,7 @@ from typing import Any
 import sushy
 
 from corral.baremetal.domain import states
-from corral.baremetal.drivers import glance, images, iso
+from corral.baremetal.drivers import deploy_utils, glance, images, iso
 from corral.baremetal.drivers.base import (
     BaseInterface,
     DriverError,
@@ -78,7 +85,21 @@ def published_path(conf: Any, node: Mapping[str, Any]) -> str:
 
 
 def published_url(task: Any) -> str:
-    return images.served_url(task, f"{PUBLISH_DIR}/boot-{task.node['uuid']}.iso")
+    return bmc_url(task, f"{PUBLISH_DIR}/boot-{task.node['uuid']}.iso")
+
+
+def bmc_url(task: Any, relative: str) -> str:
+    """The URL at which the node's BMC fetches ``<[deploy] http_root>/<relative>``."""
+    base = ((task.node.get("driver_info") or {}).get("external_http_url")
+            or task.conductor.conf.deploy.external_http_url)
+    if not base:
+        return images.served_url(task, relative)
+    return f"{str(base).rstrip('/')}/{relative}"
+
+
+def boots_ramdisk_instance(task: Any) -> bool:
+    """Whether the instance itself is booted from the virtual CD (upstream's boot option "ramdisk")."""
+    return isinstance(task.driver.deploy, RamdiskDeploy)
 
 
 def webserver_verify(conf: Any) -> bool | str:
@@ -118,12 +139,93 @@ class RedfishVirtualMediaBoot(BaseInterface):
     def validate(self, task: Any) -> None:
         _driver_info(task)
         boot_mode(task.node, self.conf)
+        if not boots_ramdisk_instance(task):
+            # The agent's ramdisk is booted from this medium: it must be known, and the agent given the API.
+            refs = deploy_utils.check_deploy_images(task.node, self.conf)
+            if "deploy_iso" not in refs:
+                deploy_utils.agent_kernel_params(task.node, self.conf)
+
+    # --------------------------------------------------- agent ramdisk
+
+    def prepare_ramdisk(self, task: Any) -> None:
+        """Boot the agent ramdisk at the next power-on: its ISO in the virtual CD drive, the CD once.
+
+        The ISO is fetched or made before the machine is touched, then the
+        machine is powered off and the medium inserted.
+        """
+        iso_url = self.prepare_ramdisk_image(task)
+        try:
+            power = task.driver.power
+            if power.get_power_state(task) != states.POWER_OFF:
+                power.set_power_state(task, states.POWER_OFF)
+            task.update(power_state=states.POWER_OFF)
+            system = get_system(task, self.conf)
+        except Exception:
+            self.unpublish(task)
+            raise
+        try:
+            self.boot_from_cd(task, system, iso_url, persistent=False)
+        except Exception:
+            self._eject(system)
+            self.unpublish(task)
+            raise
+
+    def prepare_ramdisk_image(self, task: Any) -> str:
+        """The URL the BMC fetches the agent ramdisk's ISO from (a prebuilt deploy_iso, or one made here)."""
+        refs = deploy_utils.check_deploy_images(task.node, self.conf)
+        verify_tls = webserver_verify(self.conf)
+        cache = images.ImageCache.from_conf(self.conf)
+        target = published_path(self.conf, task.node)
+        if "deploy_iso" in refs:
+            ref = refs["deploy_iso"]
+            if glance.is_glance_image(ref):
+                image = glance.usable_image(self.conf, ref, "deploy_iso", None)
+                images.publish(glance.fetch(self.conf, cache, image), target)
+                return published_url(task)
+            if self.conf.deploy.ramdisk_image_download_source == "http" and ref.startswith(("http:", "https:")):
+                return ref
+            images.publish(cache.fetch(ref, None, verify_tls=verify_tls), target)
+            return published_url(task)
+        kernel = self._fetch(refs["deploy_kernel"], "deploy_kernel", cache, verify_tls)
+        ramdisk = self._fetch(refs["deploy_ramdisk"], "deploy_ramdisk", cache, verify_tls)
+        params = deploy_utils.agent_kernel_params(task.node, self.conf)
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        iso.build_iso(self.conf, kernel, ramdisk, params, boot_mode(task.node, self.conf), target)
+        return published_url(task)
+
+    def _fetch(self, ref: str, field: str, cache: images.ImageCache, verify_tls: bool | str) -> str:
+        """The cached copy of a driver_info image: of the Image service (verified) or at a URL."""
+        if glance.is_glance_image(ref):
+            return glance.fetch(self.conf, cache, glance.usable_image(self.conf, ref, field, None))
+        return cache.fetch(ref, None, verify_tls=verify_tls)
+
+    def clean_up_ramdisk(self, task: Any) -> None:
+        """Eject the agent ramdisk's medium and withdraw its ISO."""
+        try:
+            self._eject(get_system(task, self.conf), strict=True)
+        finally:
+            self.unpublish(task)
+
+    # -------------------------------------------------------- instance
 
     def prepare_instance(self, task: Any, iso_url: str | None = None) -> None:
-        """Put the instance's ISO into the virtual CD drive and boot from it at the next power-on.
+        """Boot the instance at the next power-on.
 
-        ``iso_url`` is what :meth:`prepare_instance_image` returned, when the caller prepared the image first.
+        The ``ramdisk`` deploy: its ISO goes into the virtual CD drive and
+        the CD becomes the boot device (``iso_url`` is what
+        :meth:`prepare_instance_image` returned, when the caller prepared the
+        image first).  Otherwise the image is on the disk: the agent
+        ramdisk's medium is ejected and the disk becomes the boot device.
         """
+        if not boots_ramdisk_instance(task):
+            system = get_system(task, self.conf)
+            self._eject(system, strict=True)
+            self.unpublish(task)
+            self._sync_boot_mode(task, system, boot_mode(task.node, self.conf))
+            _sushy_call("boot from disk", system.set_system_boot_options, sushy.BootSource.HDD,
+                        enabled=sushy.BootSourceOverrideEnabled.CONTINUOUS)
+            LOG.info("node %s boots from its disk", task.node["uuid"])
+            return
         if iso_url is None:
             iso_url = self.prepare_instance_image(task)
         system = get_system(task, self.conf)

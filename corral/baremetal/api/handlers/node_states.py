@@ -11,6 +11,8 @@ from corral.baremetal.api.errors import RetryLater
 from corral.baremetal.api.state import BaremetalState
 from corral.baremetal.conductor.manager import StepsPending
 from corral.baremetal.domain import states
+from corral.baremetal.drivers import deploy_utils
+from corral.baremetal.drivers.base import DriverError
 from corral.core.errors import ApiError, BadRequest, NotAcceptable
 from corral.core.http import Endpoint, Route, send_json
 
@@ -99,7 +101,7 @@ def set_provision_state(state: BaremetalState, req: falcon.Request, resp: falcon
             raise BadRequest('"deploy_steps" is only valid when setting target provision state to active or rebuild')
         schemas.validate_full(schemas.DEPLOY_STEPS, deploy_steps, "Invalid deploy_steps")
         deploy_steps = [{**step, "priority": int(step["priority"])} for step in deploy_steps]
-    _check_configdrive(req, target, body.get("configdrive"))
+    _check_configdrive(req, target, body.get("configdrive"), node)
     if target == "rescue":
         password = body.get("rescue_password")
         if not password or not str(password).strip():
@@ -127,8 +129,12 @@ def set_provision_state(state: BaremetalState, req: falcon.Request, resp: falcon
 _B64_ALPHABET = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/=\n\r\t ")
 
 
-def _check_configdrive(req: falcon.Request, target: str, configdrive: Any) -> None:
-    """A config drive: base64 text or a URL, or (1.56) an object to build one from ((1.59) with vendor_data)."""
+def _check_configdrive(req: falcon.Request, target: str, configdrive: Any, node: dict[str, Any]) -> None:
+    """A config drive: base64 text or a URL, or (1.56) an object to build one from ((1.59) with vendor_data).
+
+    One larger than the agent writes (64 MiB) is refused here rather than
+    failing the deployment once the machine booted.
+    """
     if not configdrive:
         return
     if target not in ("active", "deploy", "rebuild"):
@@ -142,6 +148,10 @@ def _check_configdrive(req: falcon.Request, target: str, configdrive: Any) -> No
             raise BadRequest("Providing vendor_data in configdrive is only supported starting with API version 1.59")
     elif "://" not in configdrive and set(configdrive) - _B64_ALPHABET:
         raise BadRequest("Invalid configdrive format: it is neither a JSON, nor a URL, nor a base64 string")
+    try:
+        deploy_utils.check_configdrive_size(configdrive, node["uuid"])
+    except DriverError as error:
+        raise BadRequest(str(error)) from None
 
 
 def _check_disable_ramdisk(req: falcon.Request, target: str, disable_ramdisk: Any) -> None:
