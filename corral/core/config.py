@@ -112,7 +112,7 @@ DATABASE_TUNING_OPTS = [
         help="Seconds a request waits for a free pooled connection before it is answered 503.",
     ),
     # How long to wait on a database host that stopped answering: see
-    # README, "Production".  A value in a database URL's query string
+    # docs/operations.md, "Production".  A value in a database URL's query string
     # (?connect_timeout=10) wins over these.
     cfg.IntOpt(
         "connect_timeout",

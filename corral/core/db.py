@@ -83,7 +83,7 @@ def normalize_url(url: str) -> str:
 class NetworkSettings:
     """How long to wait on a database host that stopped answering.
 
-    The defaults are ``[corral_database]``'s (see README, "Production");
+    The defaults are ``[corral_database]``'s (see docs/operations.md, "Production");
     a value in a database URL's query string wins over them.
     """
 

@@ -32,7 +32,7 @@ CONNECT_TIMEOUT = 2  # libpq's smallest
 LIVENESS_CHECK_AFTER = 1.0
 HEALTH_TIMEOUT = 2.0
 # The longest a request may wait on a database that stopped answering
-# (see README, "Production"), three times over.
+# (see docs/operations.md, "Production"), three times over.
 REQUEST_BOUND = 3 * (LIVENESS_CHECK_AFTER + TICK + CONNECT_TIMEOUT)
 HEALTH_BOUND = 3 * HEALTH_TIMEOUT
 

@@ -129,8 +129,8 @@ def test_noauth_on_the_network_starts_when_explicitly_allowed(data_dir: Path, tm
         process.stop()
 
 
-def test_the_readme_production_example_does_not_use_noauth_on_the_network() -> None:
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
-    production = readme.split("### Production", 1)[1].split("\n### ", 1)[0]
+def test_the_documented_production_example_does_not_use_noauth_on_the_network() -> None:
+    operations = (Path(__file__).resolve().parents[2] / "docs" / "operations.md").read_text()
+    production = operations.split("## Production", 1)[1].split("\n## ", 1)[0]
     assert "--host 0.0.0.0" in production
     assert "auth_strategy = http_basic" in production or "auth_strategy = keystone" in production

@@ -12,7 +12,7 @@ from tests.multihost.lab import Lab
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
-# README (Revocation reaches every process within a second): a process
+# docs/identity.md (Revocation reaches every process within a second): a process
 # trusts what it read of the revocation events for at most
 # [token] revocation_check_interval, 0.5 s by default.
 REVOCATION_DELAY = 0.5
