@@ -98,3 +98,21 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: p
         terminalreporter.section("fuzzed requests")
         for line in lines:
             terminalreporter.write_line(line)
+
+
+# Tests that run a lab (QEMU machines behind a Redfish emulator, or the
+# multi-host lab's namespaces and database clusters) share one worker when
+# the suite runs on several (``-n``): two labs at once would halve the CPU
+# each machine gets and the lab's measured recovery times with it.
+_LAB_GROUP = "labs"
+
+
+def _is_lab_test(item: pytest.Item) -> bool:
+    path = Path(str(item.fspath))
+    return path.name.endswith("_lab.py") or "multihost" in path.parts
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if _is_lab_test(item):
+            item.add_marker(pytest.mark.xdist_group(_LAB_GROUP))
