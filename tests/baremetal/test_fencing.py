@@ -19,7 +19,7 @@ import pytest
 import sqlalchemy as sa
 
 from corral.baremetal.conductor import allocations as allocation_work
-from corral.baremetal.conductor import locks, power
+from corral.baremetal.conductor import cleaning, locks, power
 from corral.baremetal.conductor.manager import Conductor
 from corral.baremetal.conductor.task import Task
 from corral.baremetal.db import allocations as allocation_db
@@ -35,6 +35,7 @@ from corral.baremetal.db.tables import (
     nodes,
 )
 from corral.baremetal.domain import states
+from corral.baremetal.drivers.fake import FakeBios
 from tests.baremetal.conftest import BaremetalServer, make_test_conf
 
 SIDE_TABLES = (bios_settings, firmware_components, node_inventory, node_history, node_traits, allocations)
@@ -226,3 +227,31 @@ def test_a_takeover_and_a_fresh_lock_each_move_the_generation(baremetal: Baremet
     assert db.write(lambda conn: locks.check(conn, node_id, "cond-a", again))
     assert locks.clear_reservations(db, ["cond-a"]) == 1
     assert not locks.still_held(db, node_id, "cond-a", again)
+
+
+def test_a_clean_step_that_ends_after_the_takeover_writes_no_bios_settings(
+        baremetal: BaremetalServer, pair: tuple[Conductor, Conductor], monkeypatch: pytest.MonkeyPatch) -> None:
+    """As in the field: A runs a BIOS step, is cut off, B fails the node; A's step then ends."""
+    a, b = pair
+    node_id = _node(baremetal, states.MANAGEABLE, name="bios")
+    in_step, resume = threading.Event(), threading.Event()
+
+    def slow_step(self: Any) -> None:
+        in_step.set()
+        resume.wait(10)
+
+    monkeypatch.setattr(FakeBios, "_delay", slow_step)
+    torn_down = []
+    monkeypatch.setattr(cleaning, "_tear_down_ramdisk", lambda task: torn_down.append(task))
+    step = {"interface": "bios", "step": "apply_configuration",
+            "args": {"settings": [{"name": "ProcTurboMode", "value": "Disabled"}]}}
+    a.do_provisioning_action(node_id, "clean", clean_steps=[step])
+    assert in_step.wait(10)
+    assert b.recover_nodes_of(["cond-a"]) == 1
+    before = _snapshot(baremetal, node_id)
+    assert before["node"]["provision_state"] == states.CLEANFAIL
+    resume.set()
+    a.pool.stop(wait=True)
+    assert _snapshot(baremetal, node_id) == before
+    assert before["bios_settings"] == []
+    assert torn_down == []

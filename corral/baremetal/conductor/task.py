@@ -214,6 +214,12 @@ class Task:
         return dict(self.node["driver_internal_info"] or {})
 
 
+def stop_if_lost(task: Any) -> None:
+    """Raise LockLost when the task's lock is known to be gone: its failure paths act on no hardware."""
+    if getattr(task, "lost", False):
+        raise LockLost(task.node["uuid"], task.conductor.host)
+
+
 class FencedPower:
     """A node's power interface whose actions first check that the task still holds the node's lock.
 
