@@ -174,6 +174,9 @@ def test_a_group_whose_only_conductor_is_unreachable_answers_503_at_once(
         assert answer.status_code == 503
         message = faultstring(answer)
         assert "cond-far" in message and "cannot be reached" in message
+    created = client.post("/v1/nodes", json={"driver": "fake-hardware", "conductor_group": "far"})
+    assert created.status_code == 503
+    assert "cond-far supporting driver fake-hardware cannot be reached" in faultstring(created)
     assert counted.attempts == {counted.far: 1}
 
 

@@ -25,8 +25,10 @@ from urllib.parse import urlsplit
 LOG = logging.getLogger(__name__)
 
 # Seconds before the first probe of an address that could not be reached, and the longest interval.
-RETRY_AFTER = 10.0
-RETRY_AFTER_MAX = 300.0
+# Probes are cheap (no request waits for them), so the first comes soon: a
+# conductor that was only restarting is called again within seconds.
+RETRY_AFTER = 2.0
+RETRY_AFTER_MAX = 60.0
 
 
 def tcp_probe(address: str, timeout: float) -> bool:

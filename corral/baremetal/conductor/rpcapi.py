@@ -40,9 +40,10 @@ def no_valid_host(driver: str, group: str) -> BadRequest:
 
 
 def unreachable(node: Mapping[str, Any], hosts: list[str]) -> ServiceUnavailable:
+    serving = f"serving node {node['uuid']}" if node.get("uuid") else f"supporting driver {node['driver']}"
     return ServiceUnavailable(
-        f"Requested action cannot be performed: the conductor(s) {', '.join(hosts)} serving node "
-        f"{node.get('uuid') or ''} cannot be reached from this API service; please retry later."
+        f"Requested action cannot be performed: the conductor(s) {', '.join(hosts)} {serving} "
+        "cannot be reached from this API service; please retry later."
     )
 
 
@@ -73,7 +74,11 @@ class ConductorAPI:
     def check_driver(self, driver: str, group: str) -> None:
         """400 unless a live conductor of ``group`` supports ``driver``."""
         node = {"uuid": "", "driver": driver, "conductor_group": group}
-        if self.owner(node) is None:
+        alive = self._alive()
+        if owner_of(node, self._reachable(alive)) is None:
+            passed_over = sorted(c["hostname"] for c in alive if owner_of(node, [c]) is not None)
+            if passed_over:
+                raise unreachable(node, passed_over)
             raise no_valid_host(driver, group)
 
     def call(self, node: Mapping[str, Any], method: str, **params: Any) -> Any:
