@@ -67,7 +67,8 @@ def _node(baremetal: BaremetalServer, state: str, name: str = "fenced") -> int:
 def _snapshot(baremetal: BaremetalServer, node_id: int) -> dict[str, Any]:
     """The node's row and every row of the side tables that refer to it."""
     with baremetal.state.db.read() as conn:
-        found: dict[str, Any] = {"node": dict(conn.execute(sa.select(nodes).where(nodes.c.id == node_id)).one()._mapping)}
+        node = conn.execute(sa.select(nodes).where(nodes.c.id == node_id)).one()
+        found: dict[str, Any] = {"node": dict(node._mapping)}
         for table in SIDE_TABLES:
             rows = conn.execute(sa.select(table).where(table.c.node_id == node_id)).all()
             found[table.name] = sorted((dict(row._mapping) for row in rows), key=repr)
