@@ -205,13 +205,13 @@ def test_reserve_node_is_all_or_nothing(db: Database) -> None:
     # Wrong affinity: the node update is rolled back with the allocation's.
     with pytest.raises(allocation_db.ReservationFailed) as failure:
         db.write(lambda conn: allocation_db.reserve_node(conn, allocation_id, allocation_uuid, node_id, {},
-                                                         host="me", affinity=me + 1000))
+                                                         host="me", affinity=me + 1000, generation=0))
     assert failure.value.what == "allocation"
     with db.read() as conn:
         node = node_db.get(conn, node_id=node_id)
     assert node is not None and node["instance_uuid"] is None and node["allocation_id"] is None
     db.write(lambda conn: allocation_db.reserve_node(conn, allocation_id, allocation_uuid, node_id,
-                                                     {"traits": []}, host="me", affinity=me))
+                                                     {"traits": []}, host="me", affinity=me, generation=0))
     with db.read() as conn:
         node = node_db.get(conn, node_id=node_id)
         allocation = allocation_db.get(conn, allocation_id=allocation_id)

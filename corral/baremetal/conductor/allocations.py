@@ -98,7 +98,7 @@ class AllocationWork:
             row = {**values, "resource_class": values.get("resource_class") or task.node["resource_class"],
                    "state": domain.ACTIVE, "conductor_affinity": self.conductor_id, "node_id": node_id}
             try:
-                return self.db.write(_backfill, row, traits, task.node, self.host)
+                return self.db.write(_backfill, row, traits, task.node, self.host, task.generation)
             except Exception as error:
                 if is_duplicate(error):
                     raise duplicate_allocation(self, values) from None
@@ -119,12 +119,12 @@ class AllocationWork:
                 return
         node_id = allocation["node_id"]
         conf = self.conf.conductor
-        locks.reserve(self.db, node_id, allocation["node_uuid"], self.host,
-                      attempts=conf.node_locked_retry_attempts, interval=conf.node_locked_retry_interval)
+        generation = locks.reserve(self.db, node_id, allocation["node_uuid"], self.host,
+                                   attempts=conf.node_locked_retry_attempts, interval=conf.node_locked_retry_interval)
         try:
-            self.db.write(_delete_checked, allocation_id, node_id)
+            self.db.write(_delete_checked, allocation_id, node_id, self.host, generation)
         finally:
-            locks.release(self.db, node_id, self.host)
+            locks.release(self.db, node_id, self.host, generation)
 
     # ------------------------------------------------------- recovery
 
@@ -223,7 +223,7 @@ def _allocate(conductor: ConductorCore, allocation: Mapping[str, Any]) -> Mappin
 def _try_node(conductor: ConductorCore, allocation: Mapping[str, Any], node: Mapping[str, Any]) -> str:
     """'reserved', 'locked' (try again later) or 'unfit' (next node)."""
     try:
-        locks.reserve(conductor.db, node["id"], node["uuid"], conductor.host, attempts=0)
+        generation = locks.reserve(conductor.db, node["id"], node["uuid"], conductor.host, attempts=0)
     except locks.NodeLocked:
         return "locked"
     except NotFound:
@@ -236,7 +236,7 @@ def _try_node(conductor: ConductorCore, allocation: Mapping[str, Any], node: Map
         info = domain.instance_info_for(allocation, fresh)
         conductor.db.write(lambda conn: allocation_db.reserve_node(
             conn, allocation["id"], allocation["uuid"], node["id"], info,
-            host=conductor.host, affinity=conductor.conductor_id))
+            host=conductor.host, affinity=conductor.conductor_id, generation=generation))
         return "reserved"
     except allocation_db.ReservationFailed as failure:
         if failure.what == "allocation":
@@ -249,7 +249,7 @@ def _try_node(conductor: ConductorCore, allocation: Mapping[str, Any], node: Map
             ) from None
         raise
     finally:
-        locks.release(conductor.db, node["id"], conductor.host)
+        locks.release(conductor.db, node["id"], conductor.host, generation)
 
 
 # ------------------------------------------------------------ backfill
@@ -260,19 +260,23 @@ def node_db_traits(conductor: ConductorCore, node_id: int) -> list[str]:
         return node_db.traits_of(conn, [node_id])[node_id]
 
 
-def _backfill(conn: Any, row: dict[str, Any], traits: list[str], node: Mapping[str, Any], host: str) -> int:
+def _backfill(conn: Any, row: dict[str, Any], traits: list[str], node: Mapping[str, Any], host: str,
+              generation: int | None) -> int:
     allocation_id = allocation_db.insert(conn, row, traits)
-    # UPDATE nodes SET instance_uuid = :uuid, allocation_id = :id WHERE id = :node_id AND reservation = :host
+    # UPDATE nodes SET instance_uuid = :uuid, allocation_id = :id
+    #   WHERE id = :node_id AND reservation = :host AND lock_generation = :generation
     if not node_db.update(conn, node["id"], {"instance_uuid": row["uuid"], "allocation_id": allocation_id},
-                          reservation=host):
-        raise Conflict(f"Node {node['uuid']} lost its lock held by {host}.")
+                          reservation=host, generation=generation):
+        raise locks.LockLost(node["uuid"], host)  # rolls the allocation back
     return allocation_id
 
 
 # ------------------------------------------------------------- delete
 
 
-def _delete_checked(conn: Any, allocation_id: int, node_id: int) -> None:
+def _delete_checked(conn: Any, allocation_id: int, node_id: int, host: str, generation: int) -> None:
+    if not locks.check(conn, node_id, host, generation):
+        raise locks.LockLost(str(node_id), host)
     allocation = allocation_db.get(conn, allocation_id=allocation_id)
     if allocation is None:
         raise NotFound(f"Allocation {allocation_id} could not be found.")
@@ -305,14 +309,15 @@ def delete_node(conn: Any, node_id: int) -> None:
     node_db.delete(conn, node_id)
 
 
-def release_for_update(conductor: ConductorCore, node: Mapping[str, Any], changes: Mapping[str, Any]) -> None:
+def release_for_update(task: Any, changes: Mapping[str, Any]) -> None:
     """A node PATCH removing instance_uuid from an allocated node: 409 or the allocation goes.
 
     Called by the conductor with the node locked, before it writes ``changes``.
     """
+    node = task.node
     if "instance_uuid" not in changes or changes["instance_uuid"] or not node.get("allocation_id"):
         return
-    with conductor.db.read() as conn:
+    with task.conductor.db.read() as conn:
         allocation = allocation_db.get(conn, allocation_id=node["allocation_id"])
     if allocation is None:
         return
@@ -320,14 +325,14 @@ def release_for_update(conductor: ConductorCore, node: Mapping[str, Any], change
                                                                                     node.get("maintenance"))})
     if refusal is not None:
         raise Conflict(refusal)
-    conductor.db.write(lambda conn: allocation_db.delete(conn, allocation["id"]))
+    task.write(lambda conn: allocation_db.delete(conn, allocation["id"]))
 
 
 def release_on_tear_down(task: Any) -> None:
     """Tear-down ends the node's allocation (called with the node locked)."""
     allocation_id = task.node.get("allocation_id")
     if allocation_id:
-        task.conductor.db.write(lambda conn: allocation_db.delete(conn, allocation_id))
+        task.write(lambda conn: allocation_db.delete(conn, allocation_id))
         task.node["allocation_id"] = None
 
 

@@ -19,6 +19,7 @@ import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from corral.baremetal.conductor.task import stop_if_lost
 from corral.baremetal.drivers.base import ASYNC, CLEAN_STEP_INTERFACES, CLEANING_INTERFACE_PRIORITY, StepsNotAvailable
 from corral.baremetal.domain import states
 
@@ -58,6 +59,7 @@ def wipe_cleaning_info(info: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def fail(task: Any, message: str, *, event: str = "fail") -> None:
+    stop_if_lost(task)  # the node is another conductor's: neither its ramdisk nor its row are ours to touch
     LOG.warning("cleaning of node %s failed: %s", task.node["uuid"], message)
     _tear_down_ramdisk(task)
     task.process_event(event, last_error=message, clean_step={}, driver_internal_info=wipe_cleaning_info(task.internal_info))

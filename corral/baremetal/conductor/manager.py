@@ -18,10 +18,21 @@ from typing import Any
 from oslo_config import cfg
 
 from corral.baremetal import conf as baremetal_conf
-from corral.baremetal.conductor import agent, allocations, cleaning, node_extras, ports, power, provisioning, steps
+from corral.baremetal.conductor import (
+    agent,
+    allocations,
+    cleaning,
+    locks,
+    node_extras,
+    ports,
+    power,
+    provisioning,
+    steps,
+)
 from corral.baremetal.conductor.hash_ring import ring_for
 from corral.baremetal.conductor.task import Task, invalid_action
 from corral.baremetal.db import conductors as conductor_db
+from corral.baremetal.db import history
 from corral.baremetal.db import nodes as node_db
 from corral.baremetal.domain import rules, states
 from corral.baremetal.drivers.base import DriverError, StepsNotAvailable
@@ -131,19 +142,18 @@ class Conductor(allocations.AllocationWork, node_extras.NodeExtras, ports.PortWo
         recovered = 0
         for node in stuck:
             holder = node["reservation"]
-            # Compare-and-set from the dead holder to this host.
-            taken = self.db.write(
-                lambda conn, node=node: node_db.update(
-                    conn, node["id"], {"reservation": self.host}, reservation=node["reservation"]
-                )
-            )
-            if not taken:
+            # Compare-and-set from the dead holder to this host; the new lock
+            # generation fences the holder should it come back.
+            generation = locks.take_over(self.db, node["id"], holder, self.host)
+            if generation is None:
                 continue
             task = Task(self, node["id"])
-            task._locked = True  # noqa: SLF001 - the lock was taken over just above
             try:
-                task.node = task._load()  # noqa: SLF001
+                task.adopt_lock(generation)
+                state = task.node["provision_state"]
                 provisioning.fail_interrupted(task, holder)
+                history.record(task, _takeover_event(self.host, holder, state, task.node["provision_state"]),
+                               history.event_type(state), error=state != task.node["provision_state"])
                 recovered += 1
             except Exception:  # noqa: BLE001 - keep recovering the others
                 LOG.exception("recovering node %s failed", node["uuid"])
@@ -194,6 +204,9 @@ class Conductor(allocations.AllocationWork, node_extras.NodeExtras, ports.PortWo
                 return
             try:
                 work(task, *args)
+            except locks.LockLost:
+                # Presumed dead and taken over meanwhile: the node is another conductor's now.
+                LOG.warning("work on node %s abandoned: conductor %s lost its lock", task.node["uuid"], self.host)
             except Exception:  # noqa: BLE001 - work records its failures; this is a last resort
                 LOG.exception("work on node %s failed", task.node["uuid"])
                 _record_unexpected(task)
@@ -232,7 +245,7 @@ class Conductor(allocations.AllocationWork, node_extras.NodeExtras, ports.PortWo
                 requested = {key: merged.get(key) for key in rules.DRIVER_FIELDS if key != "driver"}
                 values = {**values, **self.drivers.resolve_interfaces(merged["driver"], requested)}
             try:
-                allocations.release_for_update(self, task.node, values)
+                allocations.release_for_update(task, values)
                 task.update(**values)
             except Exception as error:
                 if is_duplicate(error):
@@ -242,7 +255,7 @@ class Conductor(allocations.AllocationWork, node_extras.NodeExtras, ports.PortWo
     def destroy_node(self, node_id: int) -> None:
         with self._locked(node_id) as task:
             rules.check_delete(allocations.deletable_node(task.node))
-            self.db.write(lambda conn: allocations.delete_node(conn, node_id))
+            task.write(allocations.delete_node, node_id)
 
     def change_power_state(self, node_id: int, target: str, timeout: int | None = None) -> None:
         power.check_target(target)
@@ -343,16 +356,16 @@ class Conductor(allocations.AllocationWork, node_extras.NodeExtras, ports.PortWo
         return [step for step in steps if step["priority"] >= min_priority]
 
     def set_traits(self, node_id: int, traits: list[str]) -> None:
-        with self._locked(node_id):
-            self.db.write(lambda conn: node_db.set_traits(conn, node_id, traits))
+        with self._locked(node_id) as task:
+            task.write(node_db.set_traits, node_id, traits)
 
     def add_trait(self, node_id: int, trait: str) -> None:
-        with self._locked(node_id):
-            self.db.write(lambda conn: node_db.add_trait(conn, node_id, trait))
+        with self._locked(node_id) as task:
+            task.write(node_db.add_trait, node_id, trait)
 
     def remove_trait(self, node_id: int, trait: str) -> bool:
-        with self._locked(node_id):
-            return self.db.write(lambda conn: node_db.remove_trait(conn, node_id, trait))
+        with self._locked(node_id) as task:
+            return bool(task.write(node_db.remove_trait, node_id, trait))
 
     def set_maintenance(self, node_id: int, maintenance: bool, reason: str | None = None) -> None:
         with self._locked(node_id) as task:
@@ -529,7 +542,20 @@ def _timed_out(task: Task, timeout: int) -> bool:
     return elapsed > timeout
 
 
+def _takeover_event(host: str, holder: str, state: str, now: str) -> str:
+    """The history entry of a node taken over from a conductor presumed dead."""
+    if holder == host:
+        event = f"Conductor {host} restarted while it held the node's lock and took the node back"
+    else:
+        event = f"Conductor {host} took over the node from conductor {holder}, which stopped heartbeating"
+    if now != state:
+        return f"{event}; its {state} operation was interrupted and the node moved to {now}."
+    return f"{event}; the node stays in {state}."
+
+
 def _record_unexpected(task: Task) -> None:
+    if task.lost:
+        return  # nothing of this conductor's is to be written on the node any more
     try:
         state = task.node["provision_state"]
         failed = states.INTERRUPTED.get(state)

@@ -56,7 +56,7 @@ class PortWork:
                     port_db.update_portgroup(conn, portgroup["id"], {"physical_network": adopt})
 
             try:
-                self.db.write(write)
+                task.write(write)
             except Exception as error:
                 if is_duplicate(error):
                     raise duplicate_port(self, changed, port_id) from None
@@ -69,7 +69,7 @@ class PortWork:
             vif = task.driver.network.current_vif(port)
             if vif and not task.node["maintenance"]:
                 raise rules.InvalidState(f"Cannot delete the port {port['uuid']} as it is bound to VIF {vif} for use.")
-            self.db.write(lambda conn: port_db.delete_port(conn, port_id))
+            task.write(lambda conn: port_db.delete_port(conn, port_id))
 
     # ------------------------------------------------------ port groups
 
@@ -91,21 +91,21 @@ class PortWork:
                     port_db.set_members_physical_network(conn, portgroup_id, changed["physical_network"])
 
             try:
-                self.db.write(write)
+                task.write(write)
             except Exception as error:
                 if is_duplicate(error):
                     raise duplicate_portgroup(self, changed, portgroup_id) from None
                 raise
 
     def destroy_portgroup(self: ConductorCore, node_id: int, portgroup_id: int) -> None:
-        with self._locked(node_id):
+        with self._locked(node_id) as task:
             def delete(conn: Any) -> bool:
                 if port_db.member_count(conn, portgroup_id):
                     return False
                 port_db.delete_portgroup(conn, portgroup_id)
                 return True
 
-            if not self.db.write(delete):
+            if not task.write(delete):
                 # Upstream names the group by its database id here.
                 raise BadRequest(
                     f"Cannot complete the requested action because portgroup {portgroup_id} contains ports.")
@@ -118,7 +118,7 @@ class PortWork:
             if node["power_state"] != states.POWER_OFF:
                 raise invalid_state_requested(f"{_VOLUME_ACTION[kind]} update", node["uuid"], node["power_state"])
             try:
-                self.db.write(lambda conn: volume_db.update(conn, kind, row_id, values))
+                task.write(lambda conn: volume_db.update(conn, kind, row_id, values))
             except Exception as error:
                 if is_duplicate(error):
                     raise duplicate_volume(kind, values) from None
@@ -129,7 +129,7 @@ class PortWork:
             node = task.node
             if node["provision_state"] not in states.DELETE_ALLOWED_STATES and node["power_state"] != states.POWER_OFF:
                 raise invalid_state_requested(f"{_VOLUME_ACTION[kind]} deletion", node["uuid"], node["power_state"])
-            self.db.write(lambda conn: volume_db.delete(conn, kind, row_id))
+            task.write(lambda conn: volume_db.delete(conn, kind, row_id))
 
     # ------------------------------------------------------------- VIFs
 
@@ -142,13 +142,13 @@ class PortWork:
         with self._locked(node_id) as task:
             ports, portgroups = _wiring(self, node_id)
             change = task.driver.network.vif_attach(vif_info, ports, portgroups)
-            _write_vif_change(self, change)
+            _write_vif_change(task, change)
 
     def vif_detach(self: ConductorCore, node_id: int, vif_id: str) -> None:
         with self._locked(node_id) as task:
             ports, portgroups = _wiring(self, node_id)
             change = task.driver.network.vif_detach(vif_id, task.node["uuid"], ports, portgroups)
-            _write_vif_change(self, change)
+            _write_vif_change(task, change)
 
 
 def _must(row: dict[str, Any] | None, message: str) -> dict[str, Any]:
@@ -162,12 +162,12 @@ def _wiring(conductor: ConductorCore, node_id: int) -> tuple[list[dict[str, Any]
         return port_db.ports_of_node(conn, node_id), port_db.portgroups_of_node(conn, node_id)
 
 
-def _write_vif_change(conductor: ConductorCore, change: tuple[str, int, dict[str, Any]] | None) -> None:
+def _write_vif_change(task: Any, change: tuple[str, int, dict[str, Any]] | None) -> None:
     if change is None:
         return
     kind, row_id, info = change
     writer = port_db.update_port if kind == "port" else port_db.update_portgroup
-    conductor.db.write(lambda conn: writer(conn, row_id, {"internal_info": info}))
+    task.write(lambda conn: writer(conn, row_id, {"internal_info": info}))
 
 
 def _check_portgroup_move(node: Mapping[str, Any], portgroup: Mapping[str, Any], members: list[Any]) -> None:

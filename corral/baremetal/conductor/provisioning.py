@@ -12,6 +12,7 @@ import logging
 from typing import Any
 
 from corral.baremetal.conductor import allocations, cleaning, steps
+from corral.baremetal.conductor.task import stop_if_lost
 from corral.baremetal.db.nodes import utcnow
 from corral.baremetal.domain import states
 from corral.baremetal.drivers.base import ASYNC
@@ -77,6 +78,7 @@ def continue_deploy(task: Any) -> None:
 
 def deploy_failed(task: Any, message: str) -> None:
     """The deployment failed: record why, stop the ramdisk if one runs (the agent's token goes with it)."""
+    stop_if_lost(task)  # the node is another conductor's now
     LOG.warning("deployment of node %s failed: %s", task.node["uuid"], message)
     task.process_event("fail", last_error=message, deploy_step={})
     stop_ramdisk(task)

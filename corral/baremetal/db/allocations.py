@@ -316,15 +316,16 @@ class ReservationFailed(Exception):
 
 
 def reserve_node(conn: Connection, allocation_id: int, allocation_uuid: str, node_id: int,
-                 instance_info: Mapping[str, Any], *, host: str, affinity: int) -> None:
+                 instance_info: Mapping[str, Any], *, host: str, affinity: int, generation: int) -> None:
     """Node and allocation point at each other, or ReservationFailed (nothing written)."""
     # UPDATE nodes SET instance_uuid = :allocation_uuid, allocation_id = :allocation_id,
     #   instance_info = :info, updated_at = :now
-    #   WHERE id = :node_id AND reservation = :host AND instance_uuid IS NULL
+    #   WHERE id = :node_id AND reservation = :host AND lock_generation = :generation AND instance_uuid IS NULL
     now = utcnow()
     node_result = conn.execute(
         nodes.update()
-        .where(nodes.c.id == node_id, nodes.c.reservation == host, nodes.c.instance_uuid.is_(None))
+        .where(nodes.c.id == node_id, nodes.c.reservation == host, nodes.c.lock_generation == generation,
+               nodes.c.instance_uuid.is_(None))
         .values(instance_uuid=allocation_uuid, allocation_id=allocation_id,
                 instance_info=orjson.dumps(dict(instance_info)).decode(), updated_at=now)
     )

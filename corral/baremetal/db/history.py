@@ -1,7 +1,8 @@
 """What is known about a node beyond its row: history, inventory, firmware, shards.
 
 Every function takes an open connection, except :func:`record`, which
-writes one history entry in its own transaction for a conductor task.
+writes one history entry for a conductor task, in a transaction that
+checks the task still holds the node's lock.
 """
 
 from __future__ import annotations
@@ -62,8 +63,8 @@ def record(task: Any, event: str, kind: str, *, started: datetime.datetime | Non
         "duration_seconds": duration,
         "created_at": utcnow(),
     }
-    # INSERT INTO node_history (...) VALUES (...)
-    task.conductor.db.write(lambda conn: conn.execute(node_history.insert().values(**row)))
+    # INSERT INTO node_history (...) VALUES (...), with the task's lock checked in the same transaction
+    task.write(lambda conn: conn.execute(node_history.insert().values(**row)))
 
 
 HISTORY_SORT_KEYS = frozenset({"created_at", "id", "uuid", "severity", "event_type"})

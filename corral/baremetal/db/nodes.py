@@ -77,12 +77,16 @@ def insert(conn: Connection, values: Mapping[str, Any]) -> int:
 
 
 def update(conn: Connection, node_id: int, values: Mapping[str, Any], *,
-           reservation: str | None = None) -> bool:
-    """Write ``values``; with ``reservation``, only while that host holds the lock."""
+           reservation: str | None = None, generation: int | None = None) -> bool:
+    """Write ``values``; with ``reservation`` (and ``generation``), only while that
+    host holds the lock (that very lock: not one it lost and took again)."""
     # UPDATE nodes SET ..., updated_at = :now WHERE id = :id [AND reservation = :host]
+    #   [AND lock_generation = :generation]
     query = nodes.update().where(nodes.c.id == node_id)
     if reservation is not None:
         query = query.where(nodes.c.reservation == reservation)
+    if generation is not None:
+        query = query.where(nodes.c.lock_generation == generation)
     result = conn.execute(query.values(**encode(values), updated_at=utcnow()))
     return result.rowcount == 1
 

@@ -4,7 +4,8 @@ JSON-valued node attributes (``driver_info``, ``instance_info``,
 ``properties`` ...) are stored as JSON text and decoded in
 :mod:`corral.baremetal.db.nodes`, which keeps the schema identical on every
 backend.  ``reservation`` holds the host name of the conductor that has the
-node locked (see :mod:`corral.baremetal.conductor.locks`).
+node locked and ``lock_generation`` which of its locks it is (see
+:mod:`corral.baremetal.conductor.locks`).
 """
 
 from __future__ import annotations
@@ -96,6 +97,10 @@ nodes = sa.Table(
     sa.Column("conductor_affinity", sa.Integer, nullable=True),
     sa.Column("conductor_group", sa.String(255), nullable=False, server_default=""),
     sa.Column("reservation", sa.String(255), nullable=True),
+    # Counts the lock's owners: every reservation and every takeover adds one.
+    # A conductor writes only while reservation and generation are still the
+    # ones it took, so one presumed dead that comes back changes nothing.
+    sa.Column("lock_generation", sa.Integer, nullable=False, server_default="0"),
     sa.Column("power_state", sa.String(15), nullable=True),
     sa.Column("target_power_state", sa.String(15), nullable=True),
     sa.Column("provision_state", sa.String(15), nullable=False),
