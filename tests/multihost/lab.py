@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import requests
+from prometheus_client.parser import text_string_to_metric_families
 
 REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "tools" / "multihost-lab"
@@ -112,6 +113,33 @@ class Lab:
     def restart(self, host: str, *config_files: str) -> None:
         args = [arg for name in config_files for arg in ("--config-file", name)]
         run_lab("restart", host, *args)
+
+    def rotate_keys(self, host: str) -> None:
+        run_lab("rotate-keys", host)
+
+    @property
+    def key_repository(self) -> Path:
+        return self.dir / "shared" / "fernet-keys"
+
+    # -- metrics
+
+    def metrics(self, host: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+        """An API host's Prometheus metrics: (name, sorted labels) -> value."""
+        password = Path(self.info["metrics_password_file"]).read_text().strip()
+        answer = requests.get(f"http://{self.hosts[host]}:{self.info['metrics_port']}/metrics", timeout=10,
+                              auth=(self.info["metrics_user"], password))
+        answer.raise_for_status()
+        samples = {}
+        for family in text_string_to_metric_families(answer.text):
+            for sample in family.samples:
+                samples[(sample.name, tuple(sorted(sample.labels.items())))] = sample.value
+        return samples
+
+    def metric(self, host: str, name: str, **labels: str) -> float:
+        """The sum of a metric's samples on a host whose labels include ``labels``."""
+        wanted = set(labels.items())
+        return sum(value for (sample, sample_labels), value in self.metrics(host).items()
+                   if sample == name and wanted <= set(sample_labels))
 
     # -- HAProxy
 

@@ -41,11 +41,16 @@ def claims_until_full(lab: Lab, record: Record, prefix: str
     return providers, ClaimResult(), clients, admin
 
 
+def placement_reconnects(lab: Lab) -> float:
+    return sum(lab.metric(host, "corral_db_reconnects_total", database="placement") for host in ("api1", "api2"))
+
+
 def test_postgresql_primary_cut_off_and_replica_promoted(healthy_lab: Lab, measurements: dict[str, Any]) -> None:
     lab = healthy_lab
     record = Record()
     providers, result, clients, admin = claims_until_full(lab, record, f"pg-{uuid.uuid4().hex[:8]}")
     primary = lab.state()["pg_primary"]
+    reconnects_before = placement_reconnects(lab)
     threads, stop = start_writers(claim_writer, clients, providers, result)
     try:
         wait_for("claims before the cut", lambda: len(result.acknowledged) >= 20, timeout=60)
@@ -73,11 +78,18 @@ def test_postgresql_primary_cut_off_and_replica_promoted(healthy_lab: Lab, measu
     acknowledged_after = result.acknowledged_after(promoted_at)
     assert acknowledged_after, "no claim was acknowledged after the promotion"
     assert lab.state()["pg_primary"] != primary
+    # What the API hosts' metrics say happened: Placement's database was lost
+    # and found again, and is up now on both.
+    reconnects = placement_reconnects(lab) - reconnects_before
+    assert reconnects >= 1
+    for host in ("api1", "api2"):
+        assert lab.metric(host, "corral_db_up", database="placement") == 1
 
     measurements["PostgreSQL failover: cut -> first claim acknowledged after promotion (s)"] = round(
         first - cut_at, 2)
     measurements["PostgreSQL failover: promotion (fence / promote / move address, s)"] = (
         f"{promoted['fence_s']} / {promoted['promote_s']} / {promoted['move_address_s']}")
+    measurements["PostgreSQL failover: Placement reconnections counted by the API hosts' metrics"] = reconnects
     measurements["PostgreSQL failover: claims acknowledged / 5xx seen / connection errors"] = (
         f"{len(result.acknowledged)} / {len(record.server_errors())} / {len(record.connection_errors())}")
 
