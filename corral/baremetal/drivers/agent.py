@@ -89,7 +89,7 @@ def _set_info(task: Any, **values: Any) -> None:
     task.update(driver_internal_info=info)
 
 
-def _power(task: Any, target: str) -> None:
+def set_power(task: Any, target: str) -> None:
     """Power the node on or off, unless the hardware reports it is already so."""
     power = task.driver.power
     if power.get_power_state(task) != target:
@@ -100,13 +100,13 @@ def _power(task: Any, target: str) -> None:
 def _boot_ramdisk(task: Any) -> None:
     """Boot the agent ramdisk: the boot interface prepares its boot, then the node is powered on."""
     task.driver.boot.prepare_ramdisk(task)
-    _power(task, states.POWER_ON)
+    set_power(task, states.POWER_ON)
 
 
 def _stop_ramdisk(task: Any) -> None:
     """Power off, undo the ramdisk's boot, forget the agent (its token goes) whatever fails on the way."""
     try:
-        _power(task, states.POWER_OFF)
+        set_power(task, states.POWER_OFF)
     finally:
         try:
             task.driver.boot.clean_up_ramdisk(task)
@@ -134,7 +134,7 @@ def soft_power_off(task: Any, client: AgentClient) -> None:
     waited = conf.post_deploy_get_power_state_retries * conf.post_deploy_get_power_state_retry_interval
     LOG.warning("Failed to soft power off node %s in at least %s seconds. Forcing hard power off and proceeding.",
                 task.node["uuid"], waited)
-    _power(task, states.POWER_OFF)
+    set_power(task, states.POWER_OFF)
 
 
 def image_info(task: Any) -> dict[str, Any]:
@@ -253,17 +253,17 @@ class AgentDeploy(BaseInterface):
             except Exception as error:  # noqa: BLE001 - the power interface finishes the job either way
                 LOG.warning("Failed to flush the file system prior to hard rebooting the node %s: %s",
                             task.node["uuid"], error)
-            _power(task, states.POWER_OFF)
+            set_power(task, states.POWER_OFF)
         else:
             soft_power_off(task, client)
         task.update(driver_internal_info=without_agent(task.internal_info))
 
     @deploy_step(priority=20)
     def boot_instance(self, task: Any) -> None:
-        _power(task, states.POWER_ON)
+        set_power(task, states.POWER_ON)
 
     def tear_down(self, task: Any) -> None:
-        _power(task, states.POWER_OFF)
+        set_power(task, states.POWER_OFF)
         try:
             task.driver.boot.clean_up_instance(task)
         finally:

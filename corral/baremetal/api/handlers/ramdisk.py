@@ -130,6 +130,10 @@ def lookup(state: BaremetalState, req: falcon.Request, resp: falcon.Response) ->
     instance_info = dict(node.get("instance_info") or {})
     if instance_info.get("configdrive"):
         instance_info["configdrive"] = MASK
+    # Nor the rescue password: the agent gets its hash with the finalize_rescue command.
+    for key in ("rescue_password", "hashed_rescue_password"):
+        if instance_info.get(key):
+            instance_info[key] = MASK
     body_node["instance_info"] = instance_info
     body_node["links"] = links.resource(req, "nodes", node["uuid"])
     send_json(resp, {"node": body_node, "config": agent_config(state, node, token)})
