@@ -267,6 +267,19 @@ REDFISH_OPTS = [
 
 
 DEPLOY_OPTS = [
+    cfg.BoolOpt(
+        "fast_track",
+        default=False,
+        help="Keep the agent running after cleaning and deploy through it without rebooting, when it "
+        "heartbeated within fast_track_timeout (the machine stays powered on while available).",
+    ),
+    cfg.IntOpt(
+        "fast_track_timeout",
+        default=300,
+        min=0,
+        max=300,
+        help="Seconds since its last heartbeat within which an agent counts as running for fast track.",
+    ),
     cfg.StrOpt(
         "http_url",
         help="URL at which the agent on the machines fetches the files under http_root (for example "

@@ -1,4 +1,4 @@
-"""Rescue through the agent (the ``agent`` rescue interface), and rebuilding with a new config drive.
+"""Rescue through the agent (the ``agent`` rescue interface), rebuilding with a new config drive, fast track.
 
 The machine is a fake agent answering the agent's command API (fake
 hardware), or sushy-tools' fake BMC booting the rescue ramdisk over
@@ -22,7 +22,7 @@ from corral.core import configdrive as configdrive_iso
 from corral.core.server import free_port
 from tests.baremetal.agent_support import ImageServer, raw_image
 from tests.baremetal.support import faultstring, wait_for, wait_for_state
-from tests.baremetal.test_agent import PAYLOAD, AgentServer, set_image
+from tests.baremetal.test_agent import PAYLOAD, AgentServer, enroll, set_image
 from tests.baremetal.test_direct_deploy import (
     PUBLIC_KEY,
     SYSTEM_ID,
@@ -213,6 +213,62 @@ def test_rebuild_with_a_new_config_drive_writes_it_through_the_agent(
     meta_data = json.loads(files["openstack/latest/meta_data.json"])
     assert meta_data["public_keys"] == {"0": new_key} and meta_data["uuid"] == node["uuid"]
     assert files["openstack/latest/user_data"] == b"#!/bin/sh\necho rebuilt\n"
+
+
+# ------------------------------------------------------------- fast track
+
+
+@pytest.fixture
+def fast_server(database_factory: DatabaseFactory, tmp_path: Path) -> Iterator[AgentServer]:
+    running = AgentServer(database_factory, tmp_path / "corral", groups={"deploy": {"fast_track": True}},
+                          deploy_callback_timeout=60, clean_callback_timeout=60)
+    yield running
+    running.stop()
+
+
+def cleaned_through_the_agent(server: AgentServer, agent: FakeAgent, name: str, mac: str) -> str:
+    """Automated cleaning with the agent (it has no steps to run); its token."""
+    client = server.client
+    enroll(client, name, mac, automated_clean=True)
+    assert provision(client, name, "provide").status_code == 202
+    wait_for_state(client, name, "clean wait")
+    token = heartbeat(server, agent, name, mac)
+    wait_for_state(client, name, "available")
+    return token
+
+
+def test_fast_track_deploys_through_the_agent_left_running_by_cleaning(
+        fast_server: AgentServer, agent: FakeAgent, images: ImageServer) -> None:
+    server = fast_server
+    client = server.client
+    mac = "52:54:00:00:e2:01"
+    token = cleaned_through_the_agent(server, agent, "ft1", mac)
+    idle = client.get("/v1/nodes/ft1").json()
+    # The machine stays on with its agent, which may go on heartbeating (and looking the node up) meanwhile.
+    assert idle["power_state"] == "power on" and idle["driver_internal_info"]["agent_url"] == agent.url
+    assert server.agent_api.get(f"/v1/lookup?addresses={mac}").status_code == 200
+    heartbeat(server, agent, "ft1", mac, token)
+
+    url, sha256 = images.publish("ft1.img", raw_image(PAYLOAD))
+    set_image(client, "ft1", url, sha256)
+    assert provision(client, "ft1", "active").status_code == 202
+    # No reboot, no waiting for a heartbeat: the image is being written already.
+    wait_for(lambda: agent.named("standby.prepare_image"))
+    assert client.get("/v1/nodes/ft1").json()["power_state"] == "power on"
+    heartbeat(server, agent, "ft1", mac, token)
+    active = wait_for_state(client, "ft1", "active")
+    assert active["last_error"] is None
+    assert active["driver_internal_info"]["fake_boot_device"] == {"boot_device": "disk", "persistent": True}
+
+    # An agent silent for longer than fast_track_timeout is not trusted: the deployment boots the ramdisk.
+    token = cleaned_through_the_agent(server, agent, "ft2", "52:54:00:00:e2:02")
+    server.conf.set_override("fast_track_timeout", 0, group="deploy")
+    set_image(client, "ft2", url, sha256)
+    assert provision(client, "ft2", "active").status_code == 202
+    waiting = wait_for_state(client, "ft2", "wait call-back")
+    assert "agent_url" not in waiting["driver_internal_info"]
+    assert waiting["driver_internal_info"]["fake_boot_device"] == {"boot_device": "pxe", "persistent": False}
+    assert len(agent.named("standby.prepare_image")) == 1
 
 
 # ------------------------------------------------- over Redfish virtual media
