@@ -163,7 +163,9 @@ def test_rescue_is_refused_without_an_interface_for_it_and_may_be_aborted_or_und
     assert unchanged["provision_state"] == "active" and "rescue_password" not in unchanged["instance_info"]
     assert client.put("/v1/nodes/r3/maintenance", json={}).status_code == 202
     response = provision(client, "r3", "rescue", rescue_password=PASSWORD)
-    assert response.status_code == 400 and "maintenance mode" in faultstring(response)
+    assert response.status_code == 400
+    assert faultstring(response) == (f"The rescuing operation can't be performed on node {node['uuid']} because "
+                                     "it's in maintenance mode.")
     assert client.delete("/v1/nodes/r3/maintenance").status_code == 202
 
     assert provision(client, "r3", "rescue", rescue_password=PASSWORD).status_code == 202
