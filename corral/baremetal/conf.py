@@ -108,6 +108,25 @@ CONDUCTOR_OPTS = [
         min=0,
         help="Seconds a node may stay in 'clean wait' before cleaning fails (0: no limit).",
     ),
+    cfg.IntOpt(
+        "rescue_callback_timeout",
+        default=1800,
+        min=0,
+        help="Seconds a node may stay in 'rescue wait' without the agent calling back before the rescue fails "
+        "(0: no limit).",
+    ),
+    cfg.FloatOpt(
+        "check_rescue_timeouts",
+        default=60,
+        help="Seconds between checks for rescues whose agent did not call back in time (0 disables).",
+    ),
+    cfg.StrOpt(
+        "rescue_password_hash_algorithm",
+        default="sha256",
+        choices=["sha256", "sha512"],
+        help="Algorithm of the hash of the rescue password the agent is given (the plain password never leaves "
+        "the conductor).",
+    ),
     cfg.FloatOpt(
         "check_allocations_interval",
         default=60,
@@ -137,6 +156,16 @@ CONDUCTOR_OPTS = [
         "deploy_ramdisk",
         help="Image service UUID, http(s):// or file:// URL of the initramfs of the agent ramdisk, for nodes whose "
         "driver_info names no deploy_ramdisk.",
+    ),
+    cfg.StrOpt(
+        "rescue_kernel",
+        help="Image service UUID, http(s):// or file:// URL of the kernel of the agent ramdisk booted for rescue, "
+        "for nodes whose driver_info names no rescue_kernel.",
+    ),
+    cfg.StrOpt(
+        "rescue_ramdisk",
+        help="Image service UUID, http(s):// or file:// URL of the initramfs of the agent ramdisk booted for "
+        "rescue, for nodes whose driver_info names no rescue_ramdisk.",
     ),
     cfg.ListOpt(
         "file_url_allowed_paths",
@@ -238,6 +267,19 @@ REDFISH_OPTS = [
 
 
 DEPLOY_OPTS = [
+    cfg.BoolOpt(
+        "fast_track",
+        default=False,
+        help="Keep the agent running after cleaning and deploy through it without rebooting, when it "
+        "heartbeated within fast_track_timeout (the machine stays powered on while available).",
+    ),
+    cfg.IntOpt(
+        "fast_track_timeout",
+        default=300,
+        min=0,
+        max=300,
+        help="Seconds since its last heartbeat within which an agent counts as running for fast track.",
+    ),
     cfg.StrOpt(
         "http_url",
         help="URL at which the agent on the machines fetches the files under http_root (for example "

@@ -42,7 +42,8 @@ class AgentServer:
         url = database_factory.new_url("baremetal")
         self.conf = make_test_conf(
             str(tmp), url,
-            conductor={"check_deploy_timeouts_interval": 0.5, "clean_step_poll_interval": 0.5,
+            conductor={"check_deploy_timeouts_interval": 0.5, "check_rescue_timeouts": 0.5,
+                       "clean_step_poll_interval": 0.5,
                        "node_locked_retry_attempts": 3, **conductor},
             api={"ramdisk_heartbeat_timeout": 5},
             **(groups or {}),

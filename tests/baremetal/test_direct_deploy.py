@@ -52,6 +52,8 @@ class FakeAgent:
         self.commands: list[dict[str, Any]] = []
         self.status = status
         self.error = error
+        # Commands run with ?wait=true that fail, with their error.
+        self.failing: dict[str, Any] = {}
         self._lock = threading.Lock()
         self.server = ThreadedServer(self._app).start()
         self.url = self.server.url
@@ -68,6 +70,8 @@ class FakeAgent:
             waited = query.get("wait", ["false"])[0] == "true"
             answer: Any = {"command_name": short, "command_status": "SUCCEEDED" if waited else "RUNNING",
                            "command_result": {}, "command_error": None}
+            if waited and body["name"] in self.failing:
+                answer.update(command_status="FAILED", command_error=self.failing[body["name"]])
         else:
             with self._lock:
                 answer = {"commands": [

@@ -50,12 +50,21 @@ def test_the_agent_ramdisk_comes_from_driver_info_else_the_conductor_options(tmp
         deploy_utils.deploy_images(_node(driver_info={"deploy_kernel": "http://images/k"}), conf)
     with pytest.raises(MissingParameterValue, match=r"Missing are: \['deploy_kernel', 'deploy_ramdisk'\]"):
         deploy_utils.deploy_images(_node(), _conf(tmp_path))
+    # A rescue boots the rescue ramdisk: rescue_* fields, [conductor] rescue_kernel / rescue_ramdisk.
+    rescue_conf = _conf(tmp_path, conductor={"rescue_kernel": "http://images/rk", "rescue_ramdisk": "glance://rr"})
+    assert deploy_utils.deploy_images(_node(driver_info=own), rescue_conf, "rescue") == {
+        "rescue_kernel": "http://images/rk", "rescue_ramdisk": "glance://rr"}
+    rescuing = {**_node(driver_info={"rescue_iso": "http://images/rescue.iso", **iso}), "provision_state": "rescuing"}
+    assert deploy_utils.deploy_images(rescuing, conf) == {"rescue_iso": "http://images/rescue.iso"}
+    with pytest.raises(MissingParameterValue, match=r"Missing are: \['rescue_kernel', 'rescue_ramdisk'\]"):
+        deploy_utils.deploy_images(_node(driver_info=own), conf, "rescue")
 
 
 def test_ramdisk_references_are_checked_without_fetching_them(tmp_path: Any) -> None:
     conf = _conf(tmp_path, conductor={"file_url_allowed_paths": [str(tmp_path)]})
     allowed = {"deploy_kernel": f"file://{tmp_path}/ipa.kernel", "deploy_ramdisk": "5f2b3f4e-4c1b-4c9e-9c5b-9b0c2d1e0f11"}
-    assert deploy_utils.check_deploy_images(_node(driver_info=allowed), conf) == allowed
+    assert deploy_utils.check_deploy_images(_node(driver_info=allowed), conf) == {
+        "kernel": allowed["deploy_kernel"], "ramdisk": allowed["deploy_ramdisk"]}
     outside = {"deploy_kernel": "file:///etc/shadow", "deploy_ramdisk": "http://images/r"}
     with pytest.raises(InvalidParameterValue, match="not under \\[conductor\\] file_url_allowed_paths"):
         deploy_utils.check_deploy_images(_node(driver_info=outside), conf)

@@ -6,10 +6,11 @@ in driver_internal_info, which every answer shows masked, and goes away
 with the ramdisk (end of deployment or cleaning, failure, timeout).
 
 A heartbeat with the right token records where the agent listens; when
-the node waits for the agent (``wait call-back``, ``clean wait``), a worker
+the node waits for the agent (``wait call-back``, ``clean wait``, ``rescue wait``), a worker
 checks what it waits for: the ramdisk to boot, or the agent command the
 current step started.  A finished command moves the node to its next step;
 a failed one fails the deployment or cleaning with the agent's error.
+A rescue ramdisk's first heartbeat hands the agent the rescue password.
 
 Nothing here lives in a conductor's memory: when a conductor dies, the
 hash ring gives its nodes to another one, which handles the next
@@ -34,7 +35,7 @@ LOG = logging.getLogger(__name__)
 RPC_METHODS = frozenset({"get_node_with_token", "agent_heartbeat"})
 MASKED_TOKEN = "******"
 # Where a heartbeat may move the node on; in other states it is only recorded.
-_WAITING = (states.DEPLOYWAIT, states.CLEANWAIT)
+_WAITING = (states.DEPLOYWAIT, states.CLEANWAIT, states.RESCUEWAIT)
 
 
 class InvalidAgentToken(BadRequest):
@@ -93,12 +94,24 @@ class AgentWork:
 
     def check_deploy_timeouts(self) -> int:
         """This conductor's nodes whose agent did not call back within deploy_callback_timeout fail."""
-        timeout = self.conf.conductor.deploy_callback_timeout  # type: ignore[attr-defined]
+        return self._fail_timed_out(
+            states.DEPLOYWAIT, self.conf.conductor.deploy_callback_timeout,  # type: ignore[attr-defined]
+            lambda task: provisioning.deploy_failed(
+                task, f"Timeout reached while waiting for callback for node {task.node['uuid']}"))
+
+    def check_rescue_timeouts(self) -> int:
+        """This conductor's nodes whose rescue ramdisk did not call back within rescue_callback_timeout fail."""
+        return self._fail_timed_out(
+            states.RESCUEWAIT, self.conf.conductor.rescue_callback_timeout,  # type: ignore[attr-defined]
+            lambda task: provisioning.rescue_failed(
+                task, "Timeout reached while waiting for rescue ramdisk callback for node"))
+
+    def _fail_timed_out(self, state: str, timeout: int, fail: Any) -> int:
         if timeout <= 0:
             return 0
         live = self.live_conductors()  # type: ignore[attr-defined]
         with self.db.read() as conn:  # type: ignore[attr-defined]
-            waiting = node_db.list_nodes(conn, {"provision_state": states.DEPLOYWAIT, "maintenance": False})
+            waiting = node_db.list_nodes(conn, {"provision_state": state, "maintenance": False})
         failed = 0
         now = node_db.utcnow()
         for node in waiting:
@@ -112,9 +125,9 @@ class AgentWork:
             except (Conflict, ApiError):
                 continue
             try:
-                if task.node["provision_state"] == states.DEPLOYWAIT and task.node["provision_updated_at"] == updated:
-                    provisioning.deploy_failed(
-                        task, f"Timeout reached while waiting for callback for node {task.node['uuid']}")
+                if task.node["provision_state"] == state and task.node["provision_updated_at"] == updated:
+                    LOG.error("Timeout reached in %s for node %s", state, task.node["uuid"])
+                    fail(task)
                     failed += 1
             finally:
                 task.release()
@@ -128,6 +141,9 @@ def _continue_after_heartbeat(task: Any) -> None:
     uuid = task.node["uuid"]
     if pending == agent_driver.WAITING_FOR_BOOT:
         _clear_pending(task)
+        if state == states.RESCUEWAIT:
+            provisioning.finish_rescue(task)
+            return
         if state == states.DEPLOYWAIT:
             provisioning.continue_deploy(task)
             return

@@ -61,16 +61,16 @@ def wipe_cleaning_info(info: Mapping[str, Any]) -> dict[str, Any]:
 def fail(task: Any, message: str, *, event: str = "fail") -> None:
     stop_if_lost(task)  # the node is another conductor's: neither its ramdisk nor its row are ours to touch
     LOG.warning("cleaning of node %s failed: %s", task.node["uuid"], message)
-    _tear_down_ramdisk(task)
+    _tear_down_ramdisk(task, failed=True)
     task.process_event(event, last_error=message, clean_step={}, driver_internal_info=wipe_cleaning_info(task.internal_info))
 
 
-def _tear_down_ramdisk(task: Any) -> None:
-    """A ramdisk booted for cleaning is stopped (and its agent's token forgotten)."""
+def _tear_down_ramdisk(task: Any, *, failed: bool = False) -> None:
+    """A ramdisk booted for cleaning is stopped (and its agent's token forgotten), unless fast track keeps it."""
     if not task.internal_info.get("agent_cleaning"):
         return
     try:
-        task.driver.deploy.tear_down_cleaning(task)
+        task.driver.deploy.tear_down_cleaning(task, failed=failed)
     except Exception as error:  # noqa: BLE001 - cleaning's outcome is already decided
         LOG.warning("stopping the cleaning ramdisk of node %s: %s", task.node["uuid"], error)
 

@@ -314,7 +314,7 @@ class Conductor(allocations.AllocationWork, node_extras.NodeExtras, ports.PortWo
             "clean": (cleaning.start_manual, (request.clean_steps or [], request.disable_ramdisk)),
             "deploy": (provisioning.deploy, (request.configdrive, request.deploy_steps)),
             "rebuild": (provisioning.deploy, (request.configdrive, request.deploy_steps)),
-            "delete": (provisioning.tear_down, ()),
+            "delete": (provisioning.tear_down, (state,)),
             "inspect": (provisioning.inspect, ()),
             "adopt": (provisioning.adopt, ()),
             "rescue": (provisioning.rescue, (request.rescue_password,)),
@@ -328,6 +328,8 @@ class Conductor(allocations.AllocationWork, node_extras.NodeExtras, ports.PortWo
             except DriverError as error:
                 raise BadRequest(f"RPC do_node_deploy failed to validate deploy or power info for node "
                                  f"{task.node['uuid']}. Error: {error}") from None
+        if event == "rescue":
+            _validate_rescue(task, request.rescue_password or "")
         function, args = work[event]
         self.spawn(task, function, *args, event=event, action=action, **fresh)
         return True
@@ -340,7 +342,10 @@ class Conductor(allocations.AllocationWork, node_extras.NodeExtras, ports.PortWo
         if state in (states.SERVICEWAIT, states.SERVICEHOLD, states.SERVICEFAIL):
             steps.abort_service(task)
             return False
-        if state in (states.INSPECTWAIT, states.RESCUEWAIT, states.DEPLOYWAIT, states.DEPLOYHOLD):
+        if state == states.RESCUEWAIT:
+            provisioning.abort_rescue(task)
+            return False
+        if state in (states.INSPECTWAIT, states.DEPLOYWAIT, states.DEPLOYHOLD):
             task.process_event("abort", action=action, last_error=f"By request, the {state} operation was aborted")
             if state in (states.DEPLOYWAIT, states.DEPLOYHOLD):
                 provisioning.stop_ramdisk(task)
@@ -528,6 +533,26 @@ class Conductor(allocations.AllocationWork, node_extras.NodeExtras, ports.PortWo
                 if node["reservation"] and node["reservation"] not in live_hosts and self.owns(node, live)
             }
         return self.recover_nodes_of(sorted(held))
+
+
+def _validate_rescue(task: Task, rescue_password: str) -> None:
+    """The power and rescue interfaces must be able to rescue the node with this password: else 400, nothing
+    changed (the password is only seen by the validation, not stored)."""
+    node = task.node
+    if task.driver.rescue.name == "no-rescue":
+        reason = f"Driver {node['driver']} does not support rescue (disabled or not implemented)."
+    else:
+        reason = None
+        task.node = {**node, "instance_info": {**(node["instance_info"] or {}), "rescue_password": rescue_password}}
+        try:
+            task.driver.power.validate(task)
+            task.driver.rescue.validate(task)
+        except DriverError as error:
+            reason = str(error)
+        finally:
+            task.node = node
+    if reason is not None:
+        raise BadRequest(f"Failed to rescue instance {node['instance_uuid']} for node {node['uuid']}: {reason}")
 
 
 def _poll_one(task: Task) -> None:

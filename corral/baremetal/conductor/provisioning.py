@@ -14,10 +14,14 @@ from typing import Any
 from corral.baremetal.conductor import allocations, cleaning, steps
 from corral.baremetal.conductor.task import stop_if_lost
 from corral.baremetal.db.nodes import utcnow
-from corral.baremetal.domain import states
+from corral.baremetal.domain import passwords, states
+from corral.baremetal.drivers import agent as agent_driver
+from corral.baremetal.drivers import rescue as rescue_driver
 from corral.baremetal.drivers.base import ASYNC
 
 LOG = logging.getLogger(__name__)
+# Undeploying from these states undoes the rescue first.
+RESCUE_STATES = frozenset({states.RESCUE, states.RESCUEWAIT, states.RESCUEFAIL, states.UNRESCUEFAIL})
 
 
 def verify(task: Any) -> None:
@@ -94,9 +98,12 @@ def stop_ramdisk(task: Any) -> None:
             LOG.warning("cleaning up after the deployment of node %s: %s", task.node["uuid"], error)
 
 
-def tear_down(task: Any) -> None:
+def tear_down(task: Any, initial_state: str | None = None) -> None:
     """active/deploy failed/error/rescue -> deleting -> cleaning -> available."""
     try:
+        if initial_state in RESCUE_STATES and hasattr(task.driver.rescue, "clean_up"):
+            # The rescue ramdisk may still be booted: its boot is undone first.
+            task.driver.rescue.clean_up(task)
         task.driver.deploy.tear_down(task)
     except Exception as error:  # noqa: BLE001 - recorded on the node
         task.process_event("error", last_error=f"Failed to tear down. Error: {error}")
@@ -135,19 +142,91 @@ def adopt(task: Any) -> None:
     task.process_event("done", last_error=None)
 
 
+def with_rescue_password(node: dict[str, Any], rescue_password: str, algorithm: str) -> dict[str, Any]:
+    """The node's instance_info with the rescue password and its hash (what the agent is given)."""
+    return {**(node.get("instance_info") or {}), "rescue_password": rescue_password,
+            "hashed_rescue_password": passwords.hash_password(rescue_password, algorithm)}
+
+
 def rescue(task: Any, rescue_password: str) -> None:
-    """active/rescue/... -> rescuing -> rescue."""
-    info = dict(task.node["instance_info"] or {})
-    info["rescue_password"] = rescue_password
-    task.update(instance_info=info)
+    """active/rescue/rescue failed/... -> rescuing -> rescue, or rescue wait until the agent calls back."""
+    algorithm = task.conductor.conf.conductor.rescue_password_hash_algorithm
+    task.update(instance_info=with_rescue_password(task.node, rescue_password, algorithm))
+    rescuer = task.driver.rescue
+    if not hasattr(rescuer, "rescue"):
+        task.process_event("done", last_error=None)
+        return
+    try:
+        result = rescuer.rescue(task)
+    except Exception as error:  # noqa: BLE001 - recorded on the node
+        rescue_failed(task, f"Failed to rescue: {error}")
+        return
+    if result == ASYNC:
+        task.process_event("wait")
+    else:
+        task.process_event("done", last_error=None)
+
+
+def finish_rescue(task: Any) -> None:
+    """rescue wait -> rescuing -> rescue: the agent took the password; its ramdisk's boot is cleaned up."""
+    try:
+        task.driver.rescue.finalize(task)
+    except Exception as error:  # noqa: BLE001 - recorded on the node
+        rescue_failed(task, f"Asynchronous exception: Node failed to perform rescue operation. Exception: {error} "
+                            f"for node {task.node['uuid']}")
+        return
+    task.process_event("resume")
+    try:
+        task.driver.rescue.clean_up(task)
+    except Exception as error:  # noqa: BLE001 - recorded on the node
+        task.process_event("fail", last_error=f"Rescue operation was unsuccessful, clean up failed for node: "
+                                              f"{error}")
+        return
     task.process_event("done", last_error=None)
 
 
+def rescue_failed(task: Any, message: str) -> None:
+    """rescuing/rescue wait -> rescue failed: power off, undo the rescue ramdisk, forget the password."""
+    LOG.warning("rescue of node %s failed: %s", task.node["uuid"], message)
+    try:
+        agent_driver.set_power(task, states.POWER_OFF)
+        clean_up = getattr(task.driver.rescue, "clean_up", None)
+        if clean_up is not None:
+            clean_up(task)
+    except Exception as error:  # noqa: BLE001 - the clean-up failure is the news
+        message = f"Rescue operation was unsuccessful, clean up failed for node: {error}"
+    finally:
+        info = task.node.get("instance_info") or {}
+        if any(key in info for key in rescue_driver.PASSWORD_KEYS):
+            task.update(instance_info=rescue_driver.without_password(info))
+    task.process_event("fail", last_error=message)
+
+
+def abort_rescue(task: Any) -> None:
+    """rescue wait -> rescue failed by request: the rescue ramdisk's boot is undone, the password forgotten."""
+    task.process_event("abort", action="abort", last_error="By request, the rescue operation was aborted.")
+    clean_up = getattr(task.driver.rescue, "clean_up", None)
+    try:
+        if clean_up is not None:
+            clean_up(task)
+    except Exception as error:  # noqa: BLE001 - recorded on the node, as upstream: maintenance
+        LOG.warning("cleaning up the aborted rescue of node %s: %s", task.node["uuid"], error)
+        task.update(maintenance=True,
+                    maintenance_reason="Failed to clean up rescue after aborting the operation")
+    finally:
+        rescue_driver.remove_password(task)
+
+
 def unrescue(task: Any) -> None:
-    """rescue -> unrescuing -> active."""
-    info = dict(task.node["instance_info"] or {})
-    info.pop("rescue_password", None)
-    task.update(instance_info=info)
+    """rescue/rescue failed/unrescue failed -> unrescuing -> active, booted from its disk again."""
+    rescuer = task.driver.rescue
+    try:
+        if hasattr(rescuer, "unrescue"):
+            rescuer.unrescue(task)
+    except Exception as error:  # noqa: BLE001 - recorded on the node
+        task.process_event("fail", last_error=f"Failed to unrescue: {error}")
+        return
+    rescue_driver.remove_password(task)
     task.process_event("done", last_error=None)
 
 

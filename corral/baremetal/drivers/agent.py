@@ -24,6 +24,11 @@ Cleaning boots the same ramdisk; the agent's clean steps (its hardware
 managers' ``erase_devices_metadata``, ``erase_devices`` ...) are read
 once it heartbeats and run through ``clean.execute_clean_step``.
 
+Fast track (``[deploy] fast_track``): when cleaning succeeded and the
+agent heartbeated within ``fast_track_timeout``, the machine stays on with
+the agent running, and the next deployment skips the reboot: the image is
+written at once.
+
 Deploy steps, in upstream's order: deploy (100), write_image (80),
 prepare_instance_boot (60), tear_down_agent (40), boot_instance (20).
 """
@@ -31,6 +36,7 @@ prepare_instance_boot (60), tear_down_agent (40), boot_instance (20).
 from __future__ import annotations
 
 import contextlib
+import datetime
 import logging
 import os
 import time
@@ -44,6 +50,7 @@ from corral.baremetal.domain import states
 from corral.baremetal.drivers import deploy_utils, glance, images
 from corral.baremetal.drivers.agent_client import AgentClient
 from corral.baremetal.db import ports as port_db
+from corral.baremetal.db.nodes import utcnow
 from corral.baremetal.drivers.base import (
     ASYNC,
     BaseInterface,
@@ -89,7 +96,7 @@ def _set_info(task: Any, **values: Any) -> None:
     task.update(driver_internal_info=info)
 
 
-def _power(task: Any, target: str) -> None:
+def set_power(task: Any, target: str) -> None:
     """Power the node on or off, unless the hardware reports it is already so."""
     power = task.driver.power
     if power.get_power_state(task) != target:
@@ -100,18 +107,35 @@ def _power(task: Any, target: str) -> None:
 def _boot_ramdisk(task: Any) -> None:
     """Boot the agent ramdisk: the boot interface prepares its boot, then the node is powered on."""
     task.driver.boot.prepare_ramdisk(task)
-    _power(task, states.POWER_ON)
+    set_power(task, states.POWER_ON)
 
 
 def _stop_ramdisk(task: Any) -> None:
     """Power off, undo the ramdisk's boot, forget the agent (its token goes) whatever fails on the way."""
     try:
-        _power(task, states.POWER_OFF)
+        set_power(task, states.POWER_OFF)
     finally:
         try:
             task.driver.boot.clean_up_ramdisk(task)
         finally:
             task.update(driver_internal_info=without_agent(task.internal_info))
+
+
+def fast_track_usable(task: Any) -> bool:
+    """Upstream's fast track: enabled, no error on the node, the machine on, its agent heartbeating lately."""
+    conf = task.conductor.conf.deploy
+    info = task.internal_info
+    if not conf.fast_track or task.node.get("last_error"):
+        return False
+    if not (info.get("agent_url") and info.get("agent_secret_token") and info.get("agent_last_heartbeat")):
+        return False
+    try:
+        last = datetime.datetime.fromisoformat(info["agent_last_heartbeat"])
+    except (TypeError, ValueError):
+        return False
+    if (utcnow() - last).total_seconds() > conf.fast_track_timeout:
+        return False
+    return bool(task.driver.power.get_power_state(task) == states.POWER_ON)
 
 
 def soft_power_off(task: Any, client: AgentClient) -> None:
@@ -134,7 +158,7 @@ def soft_power_off(task: Any, client: AgentClient) -> None:
     waited = conf.post_deploy_get_power_state_retries * conf.post_deploy_get_power_state_retry_interval
     LOG.warning("Failed to soft power off node %s in at least %s seconds. Forcing hard power off and proceeding.",
                 task.node["uuid"], waited)
-    _power(task, states.POWER_OFF)
+    set_power(task, states.POWER_OFF)
 
 
 def image_info(task: Any) -> dict[str, Any]:
@@ -214,8 +238,16 @@ class AgentDeploy(BaseInterface):
     # ------------------------------------------------------------ deploy
 
     @deploy_step(priority=100)
-    def deploy(self, task: Any) -> str:
-        """Boot the ramdisk; the deployment goes on when the agent heartbeats."""
+    def deploy(self, task: Any) -> str | None:
+        """Boot the ramdisk; the deployment goes on when the agent heartbeats.
+
+        Fast track: an agent still running since cleaning writes the image at once, without a reboot.
+        """
+        if fast_track_usable(task):
+            LOG.info("fast track deployment of node %s: its agent is running", task.node["uuid"])
+            _set_info(task, agent_pending=None, agent_cleaning=None, agent_cached_clean_steps=None)
+            publish_glance_image(task)
+            return None
         _set_info(task, **{key: None for key in AGENT_KEYS})
         # An image of the Image service is fetched and verified before the machine boots.
         publish_glance_image(task)
@@ -253,17 +285,17 @@ class AgentDeploy(BaseInterface):
             except Exception as error:  # noqa: BLE001 - the power interface finishes the job either way
                 LOG.warning("Failed to flush the file system prior to hard rebooting the node %s: %s",
                             task.node["uuid"], error)
-            _power(task, states.POWER_OFF)
+            set_power(task, states.POWER_OFF)
         else:
             soft_power_off(task, client)
         task.update(driver_internal_info=without_agent(task.internal_info))
 
     @deploy_step(priority=20)
     def boot_instance(self, task: Any) -> None:
-        _power(task, states.POWER_ON)
+        set_power(task, states.POWER_ON)
 
     def tear_down(self, task: Any) -> None:
-        _power(task, states.POWER_OFF)
+        set_power(task, states.POWER_OFF)
         try:
             task.driver.boot.clean_up_instance(task)
         finally:
@@ -286,7 +318,13 @@ class AgentDeploy(BaseInterface):
         _boot_ramdisk(task)
         return ASYNC
 
-    def tear_down_cleaning(self, task: Any) -> None:
+    def tear_down_cleaning(self, task: Any, failed: bool = False) -> None:
+        """Stop the ramdisk; with fast track, a cleaning that succeeded leaves the agent running (its boot medium
+        is ejected: it runs from memory) for the deployment to use."""
+        if not failed and fast_track_usable(task):
+            task.driver.boot.clean_up_ramdisk(task)
+            _set_info(task, agent_pending=None, agent_cleaning=None, agent_cached_clean_steps=None)
+            return
         _stop_ramdisk(task)
 
     def refresh_clean_steps(self, task: Any) -> None:

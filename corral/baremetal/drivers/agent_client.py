@@ -113,3 +113,7 @@ class AgentClient:
 
     def power_off(self) -> dict[str, Any]:
         return self.run("standby.power_off", {}, wait=False)
+
+    def finalize_rescue(self, hashed_password: str | None) -> dict[str, Any]:
+        """Hand the agent the rescue password's hash; the agent then stops serving its API."""
+        return self.run("rescue.finalize_rescue", {"rescue_password": hashed_password, "hashed": True}, wait=True)

@@ -3,7 +3,8 @@
 * The agent ramdisk: ``driver_info/deploy_iso``, else
   ``driver_info/deploy_kernel`` + ``deploy_ramdisk``, else
   ``[conductor] deploy_kernel`` / ``deploy_ramdisk``; each an image of the
-  Image service (UUID or ``glance://``) or an http(s)/file URL.
+  Image service (UUID or ``glance://``) or an http(s)/file URL.  For a
+  rescue, ``rescue_iso`` / ``rescue_kernel`` / ``rescue_ramdisk`` likewise.
 * Its kernel arguments: ``kernel_append_params`` of the node's
   instance_info, else of its driver_info, else ``[redfish]
   kernel_append_params`` (``%default%`` in the node's value stands for the
@@ -41,25 +42,37 @@ VALID_ROOT_DEVICE_HINTS: dict[str, type] = {
 _HINT_OPERATORS = ("<range-in>", "<all-in>", "<in>", "<or>", "s==", "s!=", "s<=", "s>=", "s<", "s>", "==", "!=",
                    ">=", "<=", "=", ">", "<")
 DEPLOY_IMAGE_FIELDS = ("deploy_kernel", "deploy_ramdisk")
+# While a node is in these states its agent ramdisk is the rescue one (upstream's RESCUE_LIKE_STATES).
+RESCUE_LIKE_STATES = frozenset({"rescuing", "rescue wait", "rescue failed", "unrescuing", "unrescue failed"})
 
 
 # ------------------------------------------------------- agent ramdisk
 
 
-def deploy_images(node: Mapping[str, Any], conf: Any) -> dict[str, str]:
+def ramdisk_mode(node: Mapping[str, Any]) -> str:
+    """"rescue" while the node is being rescued, else "deploy": the prefix of the driver_info fields read."""
+    return "rescue" if node.get("provision_state") in RESCUE_LIKE_STATES else "deploy"
+
+
+def deploy_images(node: Mapping[str, Any], conf: Any, mode: str | None = None) -> dict[str, str]:
     """The agent ramdisk of the node: ``{"deploy_iso": ref}`` or ``{"deploy_kernel": ref, "deploy_ramdisk": ref}``.
 
+    In ``mode`` "rescue" (the default while the node is being rescued) the
+    fields are ``rescue_iso``, ``rescue_kernel`` and ``rescue_ramdisk``, with
+    ``[conductor] rescue_kernel`` / ``rescue_ramdisk`` as defaults.
     MissingParameterValue names what is missing, as upstream's redfish boot interface does.
     """
+    mode = mode or ramdisk_mode(node)
+    fields = (f"{mode}_kernel", f"{mode}_ramdisk")
     info = node.get("driver_info") or {}
-    if info.get("deploy_iso"):
-        return {"deploy_iso": str(info["deploy_iso"])}
+    if info.get(f"{mode}_iso"):
+        return {f"{mode}_iso": str(info[f"{mode}_iso"])}
     found: dict[str, str] = {}
-    if info.get("deploy_kernel") or info.get("deploy_ramdisk"):
-        found = {field: info.get(field) for field in DEPLOY_IMAGE_FIELDS}
+    if any(info.get(field) for field in fields):
+        found = {field: info.get(field) for field in fields}
     else:
-        found = {field: getattr(conf.conductor, field) for field in DEPLOY_IMAGE_FIELDS}
-    missing = [field for field in DEPLOY_IMAGE_FIELDS if not found.get(field)]
+        found = {field: getattr(conf.conductor, field) for field in fields}
+    missing = [field for field in fields if not found.get(field)]
     if missing:
         raise MissingParameterValue(
             "Error validating Redfish virtual media. Some parameters were missing in node's driver_info. "
@@ -67,9 +80,10 @@ def deploy_images(node: Mapping[str, Any], conf: Any) -> dict[str, str]:
     return {field: str(value) for field, value in found.items()}
 
 
-def check_deploy_images(node: Mapping[str, Any], conf: Any) -> dict[str, str]:
-    """The node's agent ramdisk references, each checked without network access."""
-    refs = deploy_images(node, conf)
+def check_deploy_images(node: Mapping[str, Any], conf: Any, mode: str | None = None) -> dict[str, str]:
+    """The node's agent ramdisk references (keys without their mode prefix: iso, kernel, ramdisk), each checked
+    without network access."""
+    refs = deploy_images(node, conf, mode)
     for field, ref in refs.items():
         if glance.is_glance_image(ref):
             glance.parse_image_id(ref, field)
@@ -78,7 +92,7 @@ def check_deploy_images(node: Mapping[str, Any], conf: Any) -> dict[str, str]:
                 images.check_url(ref, field, conf.conductor.file_url_allowed_paths)
             except InvalidParameterValue as error:
                 raise InvalidParameterValue(str(error).replace("instance_info/", "driver_info/")) from None
-    return refs
+    return {field.split("_", 1)[1]: ref for field, ref in refs.items()}
 
 
 def kernel_append_params(node: Mapping[str, Any], default: str) -> str:

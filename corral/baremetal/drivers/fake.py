@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from corral.baremetal.drivers.agent import AgentDeploy
+from corral.baremetal.drivers.rescue import AgentRescue
 from corral.baremetal.drivers.network import FlatNetwork, NoopNetwork
 from corral.baremetal.drivers.storage import CinderStorage, NoopStorage
 from corral.baremetal.drivers.base import (
@@ -328,7 +329,7 @@ FAKE_HARDWARE = HardwareType(
         "network": [NoopNetwork, FlatNetwork],
         "power": [FakePower],
         "raid": [_simple("raid"), _simple("raid", "no-raid")],
-        "rescue": [_simple("rescue"), _simple("rescue", "no-rescue")],
+        "rescue": [_simple("rescue"), _simple("rescue", "no-rescue"), AgentRescue],
         "storage": [NoopStorage, CinderStorage],
         "vendor": [FakeVendor, _simple("vendor", "no-vendor")],
     },

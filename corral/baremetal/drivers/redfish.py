@@ -252,7 +252,8 @@ def _fake(interface_type: str) -> type[BaseInterface]:
 
 
 def hardware_type(
-    boot: Sequence[type[BaseInterface]] = (), deploy: Sequence[type[BaseInterface]] = ()
+    boot: Sequence[type[BaseInterface]] = (), deploy: Sequence[type[BaseInterface]] = (),
+    rescue: Sequence[type[BaseInterface]] = (),
 ) -> HardwareType:
     """The hardware type, with the boot and deploy interfaces of other modules (virtual media)."""
     return HardwareType(
@@ -270,7 +271,7 @@ def hardware_type(
             "network": [_fake("network")],
             "power": [RedfishPower],
             "raid": [_none("raid", "no-raid")],
-            "rescue": [_none("rescue", "no-rescue")],
+            "rescue": [_none("rescue", "no-rescue"), *rescue],
             "storage": [_fake("storage")],
             "vendor": [_none("vendor", "no-vendor")],
         },

@@ -15,9 +15,10 @@ def _known_types() -> dict[str, HardwareType]:
     from corral.baremetal.drivers import redfish, vmedia
     from corral.baremetal.drivers.agent import AgentDeploy
     from corral.baremetal.drivers.fake import FAKE_HARDWARE
+    from corral.baremetal.drivers.rescue import AgentRescue
 
     redfish_type = redfish.hardware_type(boot=[vmedia.RedfishVirtualMediaBoot],
-                                         deploy=[AgentDeploy, vmedia.RamdiskDeploy])
+                                         deploy=[AgentDeploy, vmedia.RamdiskDeploy], rescue=[AgentRescue])
     return {hw.name: hw for hw in (FAKE_HARDWARE, redfish_type)}
 
 

@@ -8,7 +8,8 @@ torn down, and when preparing it failed.
 For the agent (``direct`` deploy, cleaning) it boots the agent ramdisk: an
 ISO made from ``deploy_kernel`` + ``deploy_ramdisk`` with the kernel
 arguments the agent needs (see :mod:`corral.baremetal.drivers.deploy_utils`),
-or a prebuilt ``deploy_iso``.  Once the agent wrote the image, the medium
+or a prebuilt ``deploy_iso`` (for a rescue: ``rescue_kernel`` +
+``rescue_ramdisk`` or ``rescue_iso``).  Once the agent wrote the image, the medium
 is ejected and the system boots from its disk.
 
 ``ramdisk`` (deploy) boots the instance from memory instead of writing an
@@ -142,8 +143,14 @@ class RedfishVirtualMediaBoot(BaseInterface):
         if not boots_ramdisk_instance(task):
             # The agent's ramdisk is booted from this medium: it must be known, and the agent given the API.
             refs = deploy_utils.check_deploy_images(task.node, self.conf)
-            if "deploy_iso" not in refs:
+            if "iso" not in refs:
                 deploy_utils.agent_kernel_params(task.node, self.conf)
+
+    def validate_rescue(self, task: Any) -> None:
+        """The rescue ramdisk must be known (``rescue_iso``, or ``rescue_kernel`` + ``rescue_ramdisk``)."""
+        refs = deploy_utils.check_deploy_images(task.node, self.conf, "rescue")
+        if "iso" not in refs:
+            deploy_utils.agent_kernel_params(task.node, self.conf)
 
     # --------------------------------------------------- agent ramdisk
 
@@ -172,22 +179,23 @@ class RedfishVirtualMediaBoot(BaseInterface):
 
     def prepare_ramdisk_image(self, task: Any) -> str:
         """The URL the BMC fetches the agent ramdisk's ISO from (a prebuilt deploy_iso, or one made here)."""
-        refs = deploy_utils.check_deploy_images(task.node, self.conf)
+        mode = deploy_utils.ramdisk_mode(task.node)
+        refs = deploy_utils.check_deploy_images(task.node, self.conf, mode)
         verify_tls = webserver_verify(self.conf)
         cache = images.ImageCache.from_conf(self.conf)
         target = published_path(self.conf, task.node)
-        if "deploy_iso" in refs:
-            ref = refs["deploy_iso"]
+        if "iso" in refs:
+            ref = refs["iso"]
             if glance.is_glance_image(ref):
-                image = glance.usable_image(self.conf, ref, "deploy_iso", None)
+                image = glance.usable_image(self.conf, ref, f"{mode}_iso", None)
                 images.publish(glance.fetch(self.conf, cache, image), target)
                 return published_url(task)
             if self.conf.deploy.ramdisk_image_download_source == "http" and ref.startswith(("http:", "https:")):
                 return ref
             images.publish(cache.fetch(ref, None, verify_tls=verify_tls), target)
             return published_url(task)
-        kernel = self._fetch(refs["deploy_kernel"], "deploy_kernel", cache, verify_tls)
-        ramdisk = self._fetch(refs["deploy_ramdisk"], "deploy_ramdisk", cache, verify_tls)
+        kernel = self._fetch(refs["kernel"], f"{mode}_kernel", cache, verify_tls)
+        ramdisk = self._fetch(refs["ramdisk"], f"{mode}_ramdisk", cache, verify_tls)
         params = deploy_utils.agent_kernel_params(task.node, self.conf)
         os.makedirs(os.path.dirname(target), exist_ok=True)
         iso.build_iso(self.conf, kernel, ramdisk, params, boot_mode(task.node, self.conf), target)

@@ -72,6 +72,10 @@ def set_provision_state(state: BaremetalState, req: falcon.Request, resp: falcon
         raise BadRequest(
             f"The provisioning operation can't be performed on node {node['uuid']} because it's in maintenance mode."
         )
+    if target in ("rescue", "unrescue") and node["maintenance"]:
+        operation = {"rescue": "rescuing", "unrescue": "unrescuing"}[target]
+        raise BadRequest(f"The {operation} operation can't be performed on node {node['uuid']} because it's in "
+                         "maintenance mode.")
     if target == "provide" and node.get("retired"):
         raise BadRequest(f"The provide operation can't be performed on node {node['uuid']} because it is retired.")
     event = states.VERB_EVENTS.get(target, target)

@@ -44,6 +44,8 @@ LOOKUP_ALLOWED_STATES = frozenset(
         states.INSPECTWAIT, states.RESCUING, states.RESCUEWAIT, states.SERVICING, states.SERVICEWAIT,
     }
 )
+# With fast track an agent may run on while the node waits for its next use.
+FAST_TRACK_LOOKUP_STATES = frozenset({states.ENROLL, states.MANAGEABLE, states.AVAILABLE})
 _LOOKUP_NODE_FIELDS = ("uuid", "properties", "instance_info", "driver_internal_info")
 MASK = "******"
 
@@ -115,7 +117,8 @@ def lookup(state: BaremetalState, req: falcon.Request, resp: falcon.Response) ->
         LOG.error("No node has been found during lookup (%d candidates)", len(found))
         raise NotFound("The resource could not be found.")
     node = found[0]
-    if state.conf.api.restrict_lookup and node["provision_state"] not in LOOKUP_ALLOWED_STATES:
+    allowed = LOOKUP_ALLOWED_STATES | (FAST_TRACK_LOOKUP_STATES if state.conf.deploy.fast_track else frozenset())
+    if state.conf.api.restrict_lookup and node["provision_state"] not in allowed:
         LOG.error("Lookup is not allowed for node %s in the provision state %s", node["uuid"],
                   node["provision_state"])
         raise NotFound("The resource could not be found.")
@@ -130,6 +133,10 @@ def lookup(state: BaremetalState, req: falcon.Request, resp: falcon.Response) ->
     instance_info = dict(node.get("instance_info") or {})
     if instance_info.get("configdrive"):
         instance_info["configdrive"] = MASK
+    # Nor the rescue password: the agent gets its hash with the finalize_rescue command.
+    for key in ("rescue_password", "hashed_rescue_password"):
+        if instance_info.get(key):
+            instance_info[key] = MASK
     body_node["instance_info"] = instance_info
     body_node["links"] = links.resource(req, "nodes", node["uuid"])
     send_json(resp, {"node": body_node, "config": agent_config(state, node, token)})
