@@ -22,9 +22,11 @@ DEFAULT_OPTS = [
             ("ironic.IronicDriver", "servers on the bare metal nodes of a Bare Metal API ([ironic]); by default "
              "this Corral's own"),
             ("fake.FakeDriver", "a fake hypervisor sized by [fake_driver], for demonstrations and tests"),
+            ("", "no compute service on this host"),
         ],
         help="Virt driver of this host's compute service. 'ironic.IronicDriver' (the default) deploys "
-        "servers onto bare metal nodes: every node with a resource class is a hypervisor. "
+        "servers onto bare metal nodes: every node with a resource class is a hypervisor. Empty: the "
+        "host runs no compute service. "
         "'fake.FakeDriver' runs one host that pretends to run servers. Drivers live in "
         "corral.compute.virt (module.Class, as upstream names them).",
     ),

@@ -47,17 +47,18 @@ def start_background(conf: cfg.ConfigOpts, role: str) -> list[Any]:
 
     With the default ``[DEFAULT] compute_driver`` (``ironic.IronicDriver``)
     the service's hypervisors are the nodes of this Corral's own Bare
-    Metal service that have a resource class; without a driver (unset
-    explicitly) the host runs no compute service.
+    Metal service that have a resource class; with an empty one the host
+    runs no compute service.
     """
     if role not in ("all", "background", "compute"):
         return []
-    if conf.compute_driver is None:
+    if not conf.compute_driver:
         if role == "compute":
             import click
 
             raise click.ClickException(
-                "--role compute needs a virt driver: set [DEFAULT] compute_driver (ironic.IronicDriver or fake.FakeDriver)"
+                "--role compute needs a virt driver: set [DEFAULT] compute_driver "
+                "(ironic.IronicDriver or fake.FakeDriver)"
             )
         return []
     from corral.core.db import database_from_conf
