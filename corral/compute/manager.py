@@ -158,24 +158,40 @@ class ComputeManager:
             self._report()
 
     def _add_node(self, nodename: str) -> None:
-        """Record one of the driver's nodes as a compute node of this host."""
+        """Record one of the driver's nodes as a compute node of this host.
+
+        A node with a UUID of its own (bare metal) that another host's
+        service managed moves here with its servers (the other service
+        stopped, or the nodes were spread again).
+        """
         resources = self.driver.node_resources(nodename)
-        self.nodes[nodename] = self.cell_db.write(cq.upsert_compute_node, {
-                # Bare metal nodes keep their own UUID as the compute node's (and provider's).
-                "uuid": resources.extra.get("uuid") or str(uuidlib.uuid4()),
-                "host": self.host,
-                "hypervisor_hostname": nodename,
-                "hypervisor_type": resources.hypervisor_type,
-                "hypervisor_version": resources.hypervisor_version,
-                "host_ip": self.conf.my_ip,
-                "cpu_info": resources.cpu_info,
-                "vcpus": resources.vcpus,
-                "memory_mb": resources.memory_mb,
-                "local_gb": resources.local_gb,
-                "cpu_allocation_ratio": 1.0,
-                "ram_allocation_ratio": 1.0,
-                "disk_allocation_ratio": 1.0,
-            })
+        fixed_uuid = resources.extra.get("uuid")
+
+        def work(conn: Any) -> dict[str, Any]:
+            node = cq.upsert_compute_node(conn, self._node_values(nodename, resources, fixed_uuid))
+            if fixed_uuid:
+                cq.move_node_instances(conn, nodename, self.host)
+            return node
+
+        self.nodes[nodename] = self.cell_db.write(work)
+
+    def _node_values(self, nodename: str, resources: Any, fixed_uuid: str | None) -> dict[str, Any]:
+        return {
+            # Bare metal nodes keep their own UUID as the compute node's (and provider's).
+            "uuid": fixed_uuid or str(uuidlib.uuid4()),
+            "host": self.host,
+            "hypervisor_hostname": nodename,
+            "hypervisor_type": resources.hypervisor_type,
+            "hypervisor_version": resources.hypervisor_version,
+            "host_ip": self.conf.my_ip,
+            "cpu_info": resources.cpu_info,
+            "vcpus": resources.vcpus,
+            "memory_mb": resources.memory_mb,
+            "local_gb": resources.local_gb,
+            "cpu_allocation_ratio": 1.0,
+            "ram_allocation_ratio": 1.0,
+            "disk_allocation_ratio": 1.0,
+        }
 
     def _report(self, changed_only: bool = False) -> None:
         """Report the nodes not reported yet (and, with ``changed_only``, those whose resources changed)."""
@@ -205,6 +221,7 @@ class ComputeManager:
     def update_available_resource(self) -> None:
         """Upstream's periodic resource update: new nodes become compute nodes; changed ones are reported."""
         try:
+            self.driver.set_live_peers(self._live_compute_hosts())
             nodenames = self.driver.get_available_nodes(refresh=True)
         except Exception as error:  # noqa: BLE001 - tried again next time
             LOG.warning("the nodes of %s could not be listed: %s", self.host, error)
@@ -216,9 +233,26 @@ class ComputeManager:
                 except Exception as error:  # noqa: BLE001 - tried again next time
                     LOG.warning("node %s not added to %s: %s", nodename, self.host, error)
         for gone in set(self.nodes) - set(nodenames):
-            # Its compute node stays, as upstream keeps it until the node is deleted for good.
+            # Its compute node row stays (another host may take it over, or the node come back).
             LOG.info("node %s is no longer one of %s's", gone, self.host)
+            self.nodes.pop(gone, None)
+            self._reported.discard(gone)
+            self._report_contents.pop(gone, None)
         self._report(changed_only=True)
+
+    def _live_compute_hosts(self) -> list[str]:
+        """The hosts of this cell's compute services that are up (heartbeat within service_down_time)."""
+        with self.cell_db.read() as conn:
+            services = cq.list_services(conn, binary=COMPUTE_BINARY)
+        now = q.utcnow()
+        live = []
+        for service in services:
+            seen = service.get("last_seen_up") or service.get("updated_at") or service.get("created_at")
+            if service.get("forced_down") or seen is None:
+                continue
+            if (now - seen).total_seconds() <= self.conf.compute.service_down_time:
+                live.append(service["host"])
+        return live
 
     # --------------------------------------------------------------- passes
 

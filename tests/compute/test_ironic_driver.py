@@ -44,6 +44,8 @@ class BareMetalCloud:
         self.env = {"OS_CLIENT_CONFIG_FILE": str(data_dir / "clouds.yaml"), "OS_CLOUD": "corral"}
         self.token = self.osc("token", "issue")["id"]
         self.nodes: dict[str, str] = {}
+        # The public image the servers boot from.
+        self.image = ""
 
     def run(self, *args: str, json_output: bool = True) -> osc.OscResult:
         """``openstack`` in this process (a child process per command would cost seconds)."""
@@ -161,7 +163,7 @@ def bm_cloud(database_factory: DatabaseFactory, tmp_path_factory: pytest.TempPat
         assert created.status_code == 201, created.text
         image = active_image(cloud.url + "/image", {"X-Auth-Token": cloud.token}, name="bm-image",
                              visibility="public")
-        cloud.image = image["id"]  # type: ignore[attr-defined]
+        cloud.image = image["id"]
         bare = ["--ram", "1024", "--vcpus", "1", "--disk", "10", "--property", "resources:VCPU=0",
                 "--property", "resources:MEMORY_MB=0", "--property", "resources:DISK_GB=0"]
         cloud.osc("flavor", "create", *bare, "--property", "resources:CUSTOM_BAREMETAL=1", "BM")
@@ -234,7 +236,7 @@ def test_server_on_a_node_with_its_config_drive_and_power_actions(bm_cloud: Bare
     _wait_ready(cloud, NODES)
     user_data = tmp_path / "user-data"
     user_data.write_text("#cloud-config\nhostname: metal\n")
-    server = cloud.osc("server", "create", "--image", cloud.image, "--flavor", "BM", "--key-name", "K",  # type: ignore[attr-defined]
+    server = cloud.osc("server", "create", "--image", cloud.image, "--flavor", "BM", "--key-name", "K",
                        "--config-drive", "true", "--user-data", str(user_data), "--property", "role=db",
                        "--wait", "metal")
     assert server["status"] == "ACTIVE"
@@ -245,7 +247,7 @@ def test_server_on_a_node_with_its_config_drive_and_power_actions(bm_cloud: Bare
     assert (node["provision_state"], node["instance_uuid"], node["power_state"]) == (
         "active", server_id, "power on")
     info = node["instance_info"]
-    assert (info["image_source"], info["display_name"], info["root_gb"]) == (cloud.image, "metal", "10")  # type: ignore[attr-defined]
+    assert (info["image_source"], info["display_name"], info["root_gb"]) == (cloud.image, "metal", "10")
     assert info["configdrive"] == "******"
     # The config drive Compute built, as the node stores it.
     drive = configdrive.read(configdrive.decode(_stored_instance_info(cloud, node_uuid)["configdrive"]))
@@ -279,11 +281,11 @@ def test_server_on_a_node_with_its_config_drive_and_power_actions(bm_cloud: Bare
 def test_more_servers_than_nodes_is_no_valid_host(bm_cloud: BareMetalCloud) -> None:
     cloud = bm_cloud
     _wait_ready(cloud, NODES)
-    placed = [cloud.osc("server", "create", "--image", cloud.image, "--flavor", "BM", "--wait", name)["id"]  # type: ignore[attr-defined]
+    placed = [cloud.osc("server", "create", "--image", cloud.image, "--flavor", "BM", "--wait", name)["id"]
               for name in ("one", "two")]
     assert {cloud.server(server)["OS-EXT-SRV-ATTR:hypervisor_hostname"] for server in placed} == {
         cloud.nodes[name] for name in NODES}
-    refused = cloud.run("server", "create", "--image", cloud.image, "--flavor", "BM", "--wait", "three")  # type: ignore[attr-defined]
+    refused = cloud.run("server", "create", "--image", cloud.image, "--flavor", "BM", "--wait", "three")
     assert refused.code != 0
     third = cloud.osc("server", "show", "three")
     assert third["status"] == "ERROR"
@@ -296,7 +298,7 @@ def test_more_servers_than_nodes_is_no_valid_host(bm_cloud: BareMetalCloud) -> N
 def test_a_failed_deploy_frees_the_node_and_the_claim(bm_cloud: BareMetalCloud) -> None:
     cloud = bm_cloud
     _wait_ready(cloud, ("broken",))
-    failed = cloud.run("server", "create", "--image", cloud.image, "--flavor", "BM-BROKEN", "--wait", "doomed")  # type: ignore[attr-defined]
+    failed = cloud.run("server", "create", "--image", cloud.image, "--flavor", "BM-BROKEN", "--wait", "doomed")
     assert failed.code != 0
     server = cloud.osc("server", "show", "doomed")
     assert server["status"] == "ERROR"

@@ -112,6 +112,9 @@ class ComputeDriver:
     def init_host(self, host: str) -> None:
         """Called once when the compute service of ``host`` starts."""
 
+    def set_live_peers(self, hosts: list[str]) -> None:
+        """The hosts whose compute services are up in this cell (drivers sharing nodes among them use it)."""
+
     def get_available_nodes(self, refresh: bool = False) -> list[str]:
         """The node names this service manages (one compute node each)."""
         raise NotImplementedError()

@@ -21,9 +21,11 @@ behaves as upstream Nova's ironic driver:
   ``rebuild`` target with a new config drive, rescue/unrescue the
   ``rescue`` / ``unrescue`` targets;
 * with ``[ironic] peer_list`` the nodes are spread over the compute
-  services named there by a consistent hash ring (see
-  :func:`nodes_for_host`); ``conductor_group`` (``partition_key``) and
-  ``shard`` restrict the nodes this service looks at.
+  services named there that are up by a consistent hash ring (see
+  :func:`nodes_for_host`): the nodes of a peer that stops are taken over
+  by the others at their next refresh; ``conductor_group``
+  (``partition_key``) and ``shard`` restrict the nodes this service
+  looks at.
 """
 
 from __future__ import annotations
@@ -243,6 +245,8 @@ class IronicDriver(ComputeDriver):
         self.host = conf.host
         # node uuid -> the node as last read; the nodes of this service only.
         self._nodes: dict[str, dict[str, Any]] = {}
+        # Compute hosts seen up (None: not told yet; the whole peer_list counts).
+        self._live_peers: set[str] | None = None
         self._lock = threading.Lock()
 
     # -------------------------------------------------------------- the host
@@ -260,9 +264,19 @@ class IronicDriver(ComputeDriver):
             filters["shard"] = options.shard
         return filters
 
+    def set_live_peers(self, hosts: list[str]) -> None:
+        self._live_peers = set(hosts)
+
+    def ring_members(self) -> list[str]:
+        """The peer_list hosts whose compute services are up, and this one: a dead peer's nodes are taken over."""
+        peers = set(self.conf.ironic.peer_list)
+        if self._live_peers is not None:
+            peers &= self._live_peers
+        return sorted(peers | {self.host})
+
     def refresh_nodes(self) -> None:
         nodes = [node for node in self.client.nodes(**self._filters()) if node.get("resource_class")]
-        mine = set(nodes_for_host(self.host, self.conf.ironic.peer_list, [node["uuid"] for node in nodes]))
+        mine = set(nodes_for_host(self.host, self.ring_members(), [node["uuid"] for node in nodes]))
         with self._lock:
             self._nodes = {node["uuid"]: node for node in nodes if node["uuid"] in mine}
 
