@@ -34,6 +34,7 @@ pytestmark = pytest.mark.slow
 IRONIC = {"X-OpenStack-Ironic-API-Version": "1.82"}
 PUBLIC_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHcorralcorralcorralcorralcorralcorralcorral k@corral"
 NODES = ("bm-0", "bm-1")
+PORT = free_port()
 
 
 class BareMetalCloud:
@@ -129,7 +130,9 @@ def bm_cloud(database_factory: DatabaseFactory, tmp_path_factory: pytest.TempPat
     base = tmp_path_factory.mktemp("ironic-driver")
     data_dir = base / "state"
     data_dir.mkdir()
-    port = free_port()
+    # The same port for every backend's server (one runs at a time): the openstack CLI, run in this
+    # process, keeps the compute endpoint it found for a cloud between commands.
+    port = PORT
     baremetal_url = database_factory.new_url("baremetal")
     # No compute_driver: the all-in-one default is the ironic driver against this server's Bare Metal.
     config = write_config(base / "corral.conf", {
@@ -267,6 +270,21 @@ def test_server_on_a_node_with_its_config_drive_and_power_actions(bm_cloud: Bare
     assert cloud.node(node_uuid)["power_state"] == "power on"
     cloud.osc("server", "reboot", "--hard", "metal", json_output=False)
     cloud.wait_server(server_id, "ACTIVE")
+
+    # Rebuild: the node is redeployed with the new image and a new config drive.
+    other = active_image(cloud.url + "/image", {"X-Auth-Token": cloud.token}, name="bm-other", visibility="public")
+    cloud.osc("server", "rebuild", "--image", other["id"], "metal", json_output=False)
+    cloud.wait_server(server_id, "ACTIVE")
+    node = cloud.node(node_uuid)
+    assert (node["provision_state"], node["instance_info"]["image_source"]) == ("active", other["id"])
+    drive = configdrive.read(configdrive.decode(_stored_instance_info(cloud, node_uuid)["configdrive"]))
+    assert json.loads(drive["openstack/latest/meta_data.json"])["uuid"] == server_id
+    cloud.osc("server", "rescue", "metal", json_output=False)
+    cloud.wait_server(server_id, "RESCUE")
+    assert cloud.node(node_uuid)["provision_state"] == "rescue"
+    cloud.osc("server", "unrescue", "metal", json_output=False)
+    cloud.wait_server(server_id, "ACTIVE")
+    assert cloud.node(node_uuid)["provision_state"] == "active"
     # Powered off behind Compute's back: the power state sync shows the server SHUTOFF.
     assert cloud.api("PUT", f"/baremetal/v1/nodes/{node_uuid}/states/power",
                      json={"target": "power off"}).status_code == 202
