@@ -34,7 +34,6 @@ pytestmark = pytest.mark.slow
 IRONIC = {"X-OpenStack-Ironic-API-Version": "1.82"}
 PUBLIC_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHcorralcorralcorralcorralcorralcorralcorral k@corral"
 NODES = ("bm-0", "bm-1")
-PORT = free_port()
 
 
 class BareMetalCloud:
@@ -130,9 +129,7 @@ def bm_cloud(database_factory: DatabaseFactory, tmp_path_factory: pytest.TempPat
     base = tmp_path_factory.mktemp("ironic-driver")
     data_dir = base / "state"
     data_dir.mkdir()
-    # The same port for every backend's server (one runs at a time): the openstack CLI, run in this
-    # process, keeps the compute endpoint it found for a cloud between commands.
-    port = PORT
+    port = free_port()
     baremetal_url = database_factory.new_url("baremetal")
     # No compute_driver: the all-in-one default is the ironic driver against this server's Bare Metal.
     config = write_config(base / "corral.conf", {
