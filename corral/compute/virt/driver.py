@@ -3,7 +3,7 @@
 A compute service (:mod:`corral.compute.manager`) owns one driver, chosen
 by ``[DEFAULT] compute_driver`` as upstream names them (``fake.FakeDriver``
 is :class:`corral.compute.virt.fake.FakeDriver`; ``ironic.IronicDriver``
-would be ``corral.compute.virt.ironic.IronicDriver``). The methods are
+is ``corral.compute.virt.ironic.IronicDriver``, the default). The methods are
 those of upstream's ``nova.virt.driver.ComputeDriver`` that the manager
 calls for the actions Corral serves, with Corral's plain types:
 
