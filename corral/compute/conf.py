@@ -17,11 +17,31 @@ from corral.core.service_client import client_opts, register_client_opts
 DEFAULT_OPTS = [
     cfg.StrOpt(
         "compute_driver",
-        choices=[("fake.FakeDriver", "a fake hypervisor sized by [fake_driver], for demonstrations and tests")],
-        help="Virt driver of this host's compute service. Unset (the default), the host runs no "
-        "compute service: it reports no compute node to Placement and takes no servers. "
-        "'fake.FakeDriver' runs one that pretends to host servers. Drivers live in "
+        default="ironic.IronicDriver",
+        choices=[
+            ("ironic.IronicDriver", "servers on the bare metal nodes of a Bare Metal API ([ironic]); by default "
+             "this Corral's own"),
+            ("fake.FakeDriver", "a fake hypervisor sized by [fake_driver], for demonstrations and tests"),
+            ("", "no compute service on this host"),
+        ],
+        help="Virt driver of this host's compute service. 'ironic.IronicDriver' (the default) deploys "
+        "servers onto bare metal nodes: every node with a resource class is a hypervisor. Empty: the "
+        "host runs no compute service. "
+        "'fake.FakeDriver' runs one host that pretends to run servers. Drivers live in "
         "corral.compute.virt (module.Class, as upstream names them).",
+    ),
+    cfg.BoolOpt(
+        "force_config_drive",
+        default=False,
+        help="Give every server a config drive, whether its boot request asked for one or not.",
+    ),
+    cfg.IntOpt(
+        "update_resources_interval",
+        default=10,
+        min=1,
+        help="Seconds between a compute service's refreshes of its nodes: new bare metal nodes become "
+        "hypervisors, and each node's Placement inventory (reserved while it cannot take a server) "
+        "and traits follow the node.",
     ),
     cfg.IntOpt(
         "sync_power_state_interval",
@@ -275,6 +295,10 @@ def register_opts(conf: cfg.ConfigOpts) -> None:
     # names the group). Bare Metal registers the same group; only what is
     # missing is registered. Nova's num_retries default is 3.
     register_client_opts(conf, "glance", client_opts("Image", "/image", retries=3))
+    # [ironic]: the Bare Metal API of the ironic virt driver (nova.conf's group).
+    from corral.compute.virt import ironic
+
+    ironic.register_opts(conf)
 
 
 def _register_placement_client_opts(conf: cfg.ConfigOpts) -> None:

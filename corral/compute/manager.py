@@ -105,7 +105,10 @@ class ComputeManager:
         self.service: dict[str, Any] | None = None
         self.nodes: dict[str, dict[str, Any]] = {}
         self._reported: set[str] = set()
+        # nodename -> (inventories, traits) as last reported to Placement.
+        self._report_contents: dict[str, Any] = {}
         self._last_heartbeat = 0.0
+        self._last_resources = time.monotonic()
         self._last_sync = time.monotonic()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -140,41 +143,116 @@ class ComputeManager:
     def register(self, report: bool = True) -> None:
         self.service = self.cell_db.write(cq.register_service, self.host, COMPUTE_BINARY, "compute")
         self._last_heartbeat = time.monotonic()
-        for nodename in self.driver.get_available_nodes(refresh=True):
-            resources = self.driver.node_resources(nodename)
-            self.nodes[nodename] = self.cell_db.write(cq.upsert_compute_node, {
-                "uuid": str(uuidlib.uuid4()),
-                "host": self.host,
-                "hypervisor_hostname": nodename,
-                "hypervisor_type": resources.hypervisor_type,
-                "hypervisor_version": resources.hypervisor_version,
-                "host_ip": self.conf.my_ip,
-                "cpu_info": resources.cpu_info,
-                "vcpus": resources.vcpus,
-                "memory_mb": resources.memory_mb,
-                "local_gb": resources.local_gb,
-                "cpu_allocation_ratio": 1.0,
-                "ram_allocation_ratio": 1.0,
-                "disk_allocation_ratio": 1.0,
-            })
+        try:
+            nodenames = self.driver.get_available_nodes(refresh=True)
+        except Exception as error:  # noqa: BLE001 - a Bare Metal API not answering yet: the first pass retries
+            LOG.warning("the nodes of %s could not be listed yet: %s", self.host, error)
+            nodenames = []
+            self._last_resources = 0.0
+        for nodename in nodenames:
+            self._add_node(nodename)
         if self.api_db is not None and self.cell is not None and self.conf.compute.auto_map_hosts:
             map_host(self.api_db, self.cell, self.host)
         if report:
             self._reported.clear()
             self._report()
 
-    def _report(self) -> None:
-        for nodename, node in self.nodes.items():
-            if nodename in self._reported:
+    def _add_node(self, nodename: str) -> None:
+        """Record one of the driver's nodes as a compute node of this host.
+
+        A node with a UUID of its own (bare metal) that another host's
+        service managed moves here with its servers (the other service
+        stopped, or the nodes were spread again).
+        """
+        resources = self.driver.node_resources(nodename)
+        fixed_uuid = resources.extra.get("uuid")
+
+        def work(conn: Any) -> dict[str, Any]:
+            node = cq.upsert_compute_node(conn, self._node_values(nodename, resources, fixed_uuid))
+            if fixed_uuid:
+                cq.move_node_instances(conn, nodename, self.host)
+            return node
+
+        self.nodes[nodename] = self.cell_db.write(work)
+
+    def _node_values(self, nodename: str, resources: Any, fixed_uuid: str | None) -> dict[str, Any]:
+        return {
+            # Bare metal nodes keep their own UUID as the compute node's (and provider's).
+            "uuid": fixed_uuid or str(uuidlib.uuid4()),
+            "host": self.host,
+            "hypervisor_hostname": nodename,
+            "hypervisor_type": resources.hypervisor_type,
+            "hypervisor_version": resources.hypervisor_version,
+            "host_ip": self.conf.my_ip,
+            "cpu_info": resources.cpu_info,
+            "vcpus": resources.vcpus,
+            "memory_mb": resources.memory_mb,
+            "local_gb": resources.local_gb,
+            "cpu_allocation_ratio": 1.0,
+            "ram_allocation_ratio": 1.0,
+            "disk_allocation_ratio": 1.0,
+        }
+
+    def _report(self, changed_only: bool = False) -> None:
+        """Report the nodes not reported yet (and, with ``changed_only``, those whose resources changed)."""
+        for nodename in list(self.nodes):
+            if nodename in self._reported and not changed_only:
                 continue
+            self._report_node(nodename)
+
+    def _report_node(self, nodename: str, force: bool = False) -> None:
+        """Report the node when its resources changed since the last report (always with ``force``)."""
+        node = self.nodes.get(nodename)
+        if node is None:
+            return
+        try:
             resources = self.driver.node_resources(nodename)
-            try:
-                self.scheduler.report_compute_node(ComputeNodeReport(
-                    self.host, nodename, node["uuid"], resources.inventories, resources.traits | self.traits
-                ))
-                self._reported.add(nodename)
-            except Exception as error:  # retried on the next pass
-                LOG.warning("compute node %s not reported to Placement yet: %s", nodename, error)
+            contents = (resources.inventories, resources.traits | self.traits)
+            if not force and nodename in self._reported and self._report_contents.get(nodename) == contents:
+                return
+            self.scheduler.report_compute_node(ComputeNodeReport(
+                self.host, nodename, node["uuid"], resources.inventories, resources.traits | self.traits
+            ))
+            self._reported.add(nodename)
+            self._report_contents[nodename] = contents
+        except Exception as error:  # retried on the next pass
+            LOG.warning("compute node %s not reported to Placement yet: %s", nodename, error)
+
+    def update_available_resource(self) -> None:
+        """Upstream's periodic resource update: new nodes become compute nodes; changed ones are reported."""
+        try:
+            self.driver.set_live_peers(self._live_compute_hosts())
+            nodenames = self.driver.get_available_nodes(refresh=True)
+        except Exception as error:  # noqa: BLE001 - tried again next time
+            LOG.warning("the nodes of %s could not be listed: %s", self.host, error)
+            return
+        for nodename in nodenames:
+            if nodename not in self.nodes:
+                try:
+                    self._add_node(nodename)
+                except Exception as error:  # noqa: BLE001 - tried again next time
+                    LOG.warning("node %s not added to %s: %s", nodename, self.host, error)
+        for gone in set(self.nodes) - set(nodenames):
+            # Its compute node row stays (another host may take it over, or the node come back).
+            LOG.info("node %s is no longer one of %s's", gone, self.host)
+            self.nodes.pop(gone, None)
+            self._reported.discard(gone)
+            self._report_contents.pop(gone, None)
+        self._report(changed_only=True)
+
+    def _live_compute_hosts(self) -> list[str]:
+        """The hosts of this cell's compute services that are up (heartbeat within service_down_time)."""
+        with self.cell_db.read() as conn:
+            services = cq.list_services(conn, binary=COMPUTE_BINARY)
+        now = q.utcnow()
+        live = []
+        for service in services:
+            seen = service.get("last_seen_up") or service.get("updated_at") or service.get("created_at")
+            if service.get("forced_down") or seen is None:
+                continue
+            if (now - seen).total_seconds() <= self.conf.compute.service_down_time:
+                live.append(service["host"])
+        return live
 
     # --------------------------------------------------------------- passes
 
@@ -191,7 +269,10 @@ class ComputeManager:
             assert self.service is not None
             self.cell_db.write(cq.heartbeat, self.service["id"])
             self._last_heartbeat = now
-        if len(self._reported) < len(self.nodes):
+        if now - self._last_resources >= self.conf.update_resources_interval:
+            self._last_resources = now
+            self.update_available_resource()
+        elif len(self._reported) < len(self.nodes):
             self._report()
         self._spawn_new()
         interval = self.conf.sync_power_state_interval
@@ -269,21 +350,31 @@ class ComputeManager:
         for instance in instances:
             self._submit(instance["uuid"], lambda instance=instance: self._build(instance))
 
+    def _with_metadata(self, instance: dict[str, Any]) -> dict[str, Any]:
+        """The instance with its metadata (what a config drive carries as ``meta``)."""
+        with self.cell_db.read() as conn:
+            metadata = cq.instance_metadata(conn, [instance["uuid"]]).get(instance["uuid"], {})
+        return {**instance, "metadata": metadata}
+
     def _build(self, instance: dict[str, Any]) -> None:
         uuid = instance["uuid"]
 
         def spawn() -> None:
             try:
                 self.driver.spawn(
-                    instance, {"id": instance.get("image_ref") or ""}, injected_files=[], admin_password=None,
-                    network_info=[], block_device_info=None, user_data=instance.get("user_data"),
-                    config_drive=bool(instance.get("config_drive")),
+                    self._with_metadata(instance), self._image(instance.get("image_ref")), injected_files=[],
+                    admin_password=None, network_info=[], block_device_info=None,
+                    user_data=instance.get("user_data"), config_drive=bool(instance.get("config_drive")),
                 )
             except Exception as error:
                 self._fault(uuid, error)
                 self._update(uuid, {"vm_state": states.BUILDING}, vm_state=states.ERROR, task_state=None,
                              power_state=self._power_state(instance))
+                # Not rescheduled: the claim on the node goes, as upstream deletes the allocation.
+                self._release(uuid)
                 raise
+            finally:
+                self._report_node(instance.get("node") or "")
 
         try:
             self._event(uuid, None, "create", "compute__do_build_and_run_instance", spawn)
@@ -297,6 +388,34 @@ class ComputeManager:
         if not changed:
             # Deleted while it was being spawned.
             self.driver.destroy(instance, [])
+
+    def _image(self, image_id: str | None) -> dict[str, Any]:
+        """The Image service's record of the image (for its checksums and properties), or just its id."""
+        image: dict[str, Any] = {"id": image_id or ""}
+        if not image_id or self.driver.hypervisor_type == "fake":
+            return image
+        try:
+            from corral.compute.glance import Credentials
+
+            found = self._glance().show(image_id, Credentials(token=None))
+        except Exception as error:  # noqa: BLE001 - the deploy finds the image itself
+            LOG.info("image %s not looked up: %s", image_id, error)
+            return image
+        properties = {key: value for key, value in found.items() if isinstance(value, (str, list))}
+        return {**properties, "id": image_id}
+
+    def _glance(self) -> Any:
+        if self._images is None:
+            from corral.compute.glance import GlanceClient
+
+            self._images = GlanceClient(self.conf)
+        return self._images
+
+    def _release(self, instance_uuid: str) -> None:
+        try:
+            self.scheduler.release(instance_uuid)
+        except Exception as error:  # noqa: BLE001 - the API releases it again on delete
+            LOG.warning("the allocation of %s was not released: %s", instance_uuid, error)
 
     # ---------------------------------------------------------------- tasks
 
@@ -409,7 +528,8 @@ class ComputeManager:
             return
         uuid = instance["uuid"]
         original_vm_state = params.get("original_vm_state", states.ACTIVE)
-        image = {"id": instance.get("image_ref") or ""}
+        image = self._image(instance.get("image_ref"))
+        instance = self._with_metadata(instance)
 
         def work() -> None:
             try:
@@ -501,12 +621,8 @@ class ComputeManager:
                     lambda: self._revert_on_error(uuid, None, work))
 
     def _delete_image(self, image_id: str) -> None:
-        if self._images is None:
-            from corral.compute.glance import GlanceClient
-
-            self._images = GlanceClient(self.conf)
         try:
-            self._images.delete(image_id)
+            self._glance().delete(image_id)
         except Exception as error:
             LOG.warning("could not delete the image %s of a failed snapshot: %s", image_id, error)
 
@@ -565,9 +681,18 @@ class ComputeManager:
         for instance in deleted:
             if instance.get("host") not in (None, self.host):
                 continue
-            self._submit(instance["uuid"], lambda instance=instance: self._event(
-                instance["uuid"], None, "delete", "compute_terminate_instance",
-                lambda: self.driver.destroy(instance, [])))
+            self._submit(instance["uuid"], lambda instance=instance: self._terminate(instance))
+
+    def _terminate(self, instance: dict[str, Any]) -> None:
+        node = instance.get("node") or ""
+        # A bare metal node still carries the server until it is undeployed: reserved at once
+        # (its claim was released by the API already).
+        self._report_node(node, force=True)
+        try:
+            self._event(instance["uuid"], None, "delete", "compute_terminate_instance",
+                        lambda: self.driver.destroy(instance, []))
+        finally:
+            self._report_node(node)
 
     def _reclaim(self) -> None:
         interval = self.conf.compute.reclaim_instance_interval

@@ -45,17 +45,20 @@ def make_app(conf: cfg.ConfigOpts) -> Any:
 def start_background(conf: cfg.ConfigOpts, role: str) -> list[Any]:
     """For roles 'all', 'background' and 'compute': this host's compute service in cell1.
 
-    Only when ``[DEFAULT] compute_driver`` names a driver: a cloud shows
-    only the hosts it has.
+    With the default ``[DEFAULT] compute_driver`` (``ironic.IronicDriver``)
+    the service's hypervisors are the nodes of this Corral's own Bare
+    Metal service that have a resource class; with an empty one the host
+    runs no compute service.
     """
     if role not in ("all", "background", "compute"):
         return []
-    if conf.compute_driver is None:
+    if not conf.compute_driver:
         if role == "compute":
             import click
 
             raise click.ClickException(
-                "--role compute needs a virt driver: set [DEFAULT] compute_driver (fake.FakeDriver)"
+                "--role compute needs a virt driver: set [DEFAULT] compute_driver "
+                "(ironic.IronicDriver or fake.FakeDriver)"
             )
         return []
     from corral.core.db import database_from_conf

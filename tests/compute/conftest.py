@@ -65,6 +65,8 @@ class ComputeServer:
                 "api_database": {"connection": self.api_url},
                 "database": {"connection": self.cell_urls["cell1"]},
                 "compute": {"cell0_connection": self.cell_urls["cell0"], "auto_map_cells": False},
+                # The fake hypervisors these tests expect (the default is the ironic driver).
+                "DEFAULT": {"compute_driver": "fake.FakeDriver"},
                 "api": {"auth_strategy": "noauth2"},
                 "glance": {"endpoint_override": self.images.url},
                 "cells": {"timeout": 3.0, "connect_timeout": 1.0, "down_cell_recheck_interval": 0.0},

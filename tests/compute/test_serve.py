@@ -65,8 +65,8 @@ def test_all_in_one_boots_through_placement(data_dir: Path, tmp_path: Path) -> N
         process.stop()
 
 
-def test_a_fresh_serve_invents_no_compute_host(data_dir: Path, tmp_path: Path) -> None:
-    """Without [DEFAULT] compute_driver the host runs no compute service: nothing to boot on."""
+def test_a_fresh_serve_has_no_hypervisor_until_nodes_are_enrolled(data_dir: Path, tmp_path: Path) -> None:
+    """The default ironic driver runs a compute service whose hypervisors are the bare metal nodes: none yet."""
     port = free_port()
     config = write_config(tmp_path / "corral.conf", {
         "DEFAULT": {"host": "aio-host"},
@@ -78,7 +78,9 @@ def test_a_fresh_serve_invents_no_compute_host(data_dir: Path, tmp_path: Path) -
     try:
         compute = process.url + "/compute/v2.1"
         # A compute service registers itself before the server answers its first request.
-        assert requests.get(compute + "/os-services", headers=HEADERS, timeout=30).json()["services"] == []
+        services = requests.get(compute + "/os-services", headers=HEADERS, timeout=30).json()["services"]
+        assert [(s["host"], s["binary"], s["state"]) for s in services] == [("aio-host", "nova-compute", "up")]
+        assert requests.get(compute + "/os-hypervisors", headers=HEADERS, timeout=30).json()["hypervisors"] == []
         flavor = {"flavor": {"name": "tiny", "ram": 256, "vcpus": 1, "disk": 1, "id": "1"}}
         assert requests.post(compute + "/flavors", json=flavor, headers=HEADERS, timeout=30).status_code == 200
         image = active_image(process.url + "/image", {"X-Auth-Token": "admin"}, name="cirros")
@@ -96,7 +98,8 @@ def test_a_fresh_serve_invents_no_compute_host(data_dir: Path, tmp_path: Path) -
 
 
 def test_compute_role_without_a_driver_is_one_clear_error(data_dir: Path, tmp_path: Path) -> None:
-    config = write_config(tmp_path / "corral.conf", {"api": {"auth_strategy": "noauth2"}})
+    config = write_config(tmp_path / "corral.conf", {"DEFAULT": {"compute_driver": ""},
+                                                     "api": {"auth_strategy": "noauth2"}})
     result = subprocess.run(
         [sys.executable, "-m", "corral", "serve", "--role", "compute", "--config-file", str(config),
          "--data-dir", str(data_dir)],
@@ -104,7 +107,8 @@ def test_compute_role_without_a_driver_is_one_clear_error(data_dir: Path, tmp_pa
     )
     assert result.returncode != 0
     assert result.stderr.strip().splitlines()[-1] == (
-        "Error: --role compute needs a virt driver: set [DEFAULT] compute_driver (fake.FakeDriver)"
+        "Error: --role compute needs a virt driver: set [DEFAULT] compute_driver "
+        "(ironic.IronicDriver or fake.FakeDriver)"
     )
     assert "Traceback" not in result.stderr
 

@@ -63,6 +63,22 @@ def _logging_restored() -> Iterator[None]:
         logging.captureWarnings(False)
 
 
+def _forget_clients() -> None:
+    """Drop the service clients the last command made.
+
+    osc-lib caches each service's client on the ``ClientManager`` class,
+    not on the instance: without this, a command would reuse the previous
+    command's client, with its token and endpoints, even for another cloud.
+    """
+    from osc_lib import clientmanager
+
+    classes = [clientmanager.ClientManager, *clientmanager.ClientManager.__subclasses__()]
+    for manager_class in classes:
+        for value in vars(manager_class).values():
+            if isinstance(value, clientmanager.ClientCache):
+                value._handle = None
+
+
 def run(argv: list[str], env: Mapping[str, str] | None = None) -> OscResult:
     """Run ``openstack *argv``; (exit code, stdout, stderr)."""
     stdout, stderr = io.StringIO(), io.StringIO()
@@ -70,6 +86,8 @@ def run(argv: list[str], env: Mapping[str, str] | None = None) -> OscResult:
         warnings.simplefilter("ignore")
         # Imported here: the clients warn about their own deprecations on import.
         from openstackclient import shell
+
+        _forget_clients()
 
         with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
             try:

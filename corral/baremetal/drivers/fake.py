@@ -258,6 +258,9 @@ class FakeDeploy(_Fake):
     @deploy_step(priority=100)
     def deploy(self, task: Any) -> None:
         record(task, "deploy.deploy")
+        # A deployed machine boots its instance: the node ends powered on, as after a real deployment.
+        task.driver.boot.prepare_instance(task)
+        task.update(power_state="power on", target_power_state=None)
 
     def tear_down(self, task: Any) -> None:
         record(task, "deploy.tear_down")

@@ -395,6 +395,14 @@ def compute_hosts(conn: Connection) -> list[str]:
     return sorted({row.host for row in conn.execute(sa.union(nodes, services))})
 
 
+def move_node_instances(conn: Connection, node: str, host: str) -> int:
+    """The servers on ``node`` become ``host``'s (its compute service took the node over)."""
+    # UPDATE instances SET host = :host WHERE node = :node AND host != :host AND deleted = false
+    i = t.instances
+    query = i.update().where(i.c.node == node, i.c.host != host, i.c.deleted.is_(False))
+    return conn.execute(query.values(host=host, updated_at=utcnow())).rowcount
+
+
 def upsert_compute_node(conn: Connection, values: dict[str, Any]) -> dict[str, Any]:
     # UPDATE compute_nodes SET ... WHERE host = :host AND hypervisor_hostname = :node
     # (INSERT with a new uuid when no row was updated)
@@ -405,6 +413,13 @@ def upsert_compute_node(conn: Connection, values: dict[str, Any]) -> dict[str, A
         .where(n.c.host == values["host"], n.c.hypervisor_hostname == values["hypervisor_hostname"])
         .values(updated_at=now, **{k: v for k, v in values.items() if k != "uuid"})
     ).rowcount
+    if not updated and values.get("uuid"):
+        # UPDATE compute_nodes SET host = :host, ... WHERE uuid = :uuid
+        # A node with a fixed uuid (bare metal) that another host managed moves here.
+        updated = conn.execute(
+            n.update().where(n.c.uuid == values["uuid"])
+            .values(updated_at=now, **{k: v for k, v in values.items() if k != "uuid"})
+        ).rowcount
     if not updated:
         conn.execute(n.insert().values(uuid=values.get("uuid") or str(uuidlib.uuid4()), created_at=now,
                                        updated_at=now, **{k: v for k, v in values.items() if k != "uuid"}))

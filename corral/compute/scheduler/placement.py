@@ -155,19 +155,36 @@ class PlacementScheduler:
 
     def report_compute_node(self, report: ComputeNodeReport) -> None:
         generation = self._ensure_provider(report.uuid, report.nodename)
+        for resource_class in report.inventories:
+            if resource_class.startswith("CUSTOM_"):
+                self._expect(self._call("PUT", f"/resource_classes/{resource_class}"), 201, 204)
+        inventories = report.inventories
         for _attempt in range(5):
             response = self._call(
                 "PUT", f"/resource_providers/{report.uuid}/inventories",
-                json={"resource_provider_generation": generation, "inventories": report.inventories},
+                json={"resource_provider_generation": generation, "inventories": inventories},
             )
             if response.status_code == 200:
                 generation = response.json()["resource_provider_generation"]
                 break
             if response.status_code != 409:
                 self._expect(response, 200)
+            if "placement.inventory.inuse" in response.text:
+                # A node reserved while in use (bare metal): what is allocated is out of reach
+                # already, so the reservation stops at what is left.
+                inventories = self._reserved_within_usage(report.uuid, inventories)
             generation = self._generation(report.uuid)
         if report.traits:
             self._set_traits(report.uuid, report.traits)
+
+    def _reserved_within_usage(self, uuid: str, inventories: dict[str, dict[str, Any]]
+                               ) -> dict[str, dict[str, Any]]:
+        usages = self._expect(self._call("GET", f"/resource_providers/{uuid}/usages"), 200).json()["usages"]
+        lowered = {}
+        for resource_class, inventory in inventories.items():
+            room = int(inventory["total"]) - int(usages.get(resource_class, 0))
+            lowered[resource_class] = {**inventory, "reserved": max(0, min(int(inventory.get("reserved", 0)), room))}
+        return lowered
 
     def _ensure_provider(self, uuid: str, name: str) -> int:
         response = self._call("GET", f"/resource_providers/{uuid}")

@@ -3,7 +3,7 @@
 A compute service (:mod:`corral.compute.manager`) owns one driver, chosen
 by ``[DEFAULT] compute_driver`` as upstream names them (``fake.FakeDriver``
 is :class:`corral.compute.virt.fake.FakeDriver`; ``ironic.IronicDriver``
-would be ``corral.compute.virt.ironic.IronicDriver``). The methods are
+is ``corral.compute.virt.ironic.IronicDriver``, the default). The methods are
 those of upstream's ``nova.virt.driver.ComputeDriver`` that the manager
 calls for the actions Corral serves, with Corral's plain types:
 
@@ -111,6 +111,9 @@ class ComputeDriver:
 
     def init_host(self, host: str) -> None:
         """Called once when the compute service of ``host`` starts."""
+
+    def set_live_peers(self, hosts: list[str]) -> None:
+        """The hosts whose compute services are up in this cell (drivers sharing nodes among them use it)."""
 
     def get_available_nodes(self, refresh: bool = False) -> list[str]:
         """The node names this service manages (one compute node each)."""
