@@ -44,6 +44,8 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
+import os
+import shutil
 import sys
 import threading
 import time
@@ -68,6 +70,7 @@ from benchmarks.common import (  # noqa: E402
     postgresql_database,
     scratch_dir,
     start_corral,
+    tree_cpu_seconds,
 )
 from benchmarks.upstream_nova import DEFAULT_TRANSPORT_URL, StubNetwork, UpstreamNova  # noqa: E402
 
@@ -122,7 +125,7 @@ class Boots:
     """``clients`` threads booting one server at a time each until ``target`` are ACTIVE."""
 
     def __init__(self, compute_url: str, token: str, image_id: str, *, target: int, clients: int,
-                 poll: float, label: str) -> None:
+                 poll: float, label: str, cpu_groups: dict[str, list[int]]) -> None:
         self.compute_url = compute_url
         self.headers = {"X-Auth-Token": token, "OpenStack-API-Version": MICROVERSION,
                         "Content-Type": "application/json"}
@@ -131,6 +134,7 @@ class Boots:
         self.clients = clients
         self.poll = poll
         self.label = label
+        self.cpu_groups = cpu_groups
         self.lock = threading.Lock()
         self.started = 0
         self.to_active: list[float] = []
@@ -182,13 +186,19 @@ class Boots:
 
     def run(self) -> dict[str, Any]:
         threads = [threading.Thread(target=self._client) for _ in range(self.clients)]
+        cpu_before = {name: tree_cpu_seconds(pids) for name, pids in self.cpu_groups.items()}
+        load_before = os.getloadavg()[0]
         began = time.perf_counter()
         for thread in threads:
             thread.start()
         for thread in threads:
             thread.join()
         wall = (self.last_active or time.perf_counter()) - began
+        active = max(len(self.to_active), 1)
         return {
+            "cpu_ms_per_boot": {name: round((tree_cpu_seconds(pids) - cpu_before[name]) * 1000 / active, 1)
+                                for name, pids in self.cpu_groups.items()},
+            "load_1min": [round(load_before, 1), round(os.getloadavg()[0], 1)],
             "active": len(self.to_active), "wall_s": round(wall, 2),
             "boots_per_s": round(len(self.to_active) / wall, 2) if wall > 0 else 0.0,
             "to_active_p50_s": round(percentile(self.to_active, 0.5), 3),
@@ -199,15 +209,16 @@ class Boots:
         }
 
 
-def boot_runs(compute_url: str, token: str, image_id: str, args: argparse.Namespace, side: str) -> list[dict]:
+def boot_runs(compute_url: str, token: str, image_id: str, args: argparse.Namespace, side: str,
+              cpu_groups: dict[str, list[int]]) -> list[dict]:
     warm = Boots(compute_url, token, image_id, target=args.clients, clients=args.clients, poll=args.poll,
-                 label=f"{side}-warm").run()
+                 label=f"{side}-warm", cpu_groups=cpu_groups).run()
     if warm["errors"]:
         raise RuntimeError(f"{side}: warm-up boots failed: {warm['errors']}")
     results = []
     for run in range(args.runs):
         result = Boots(compute_url, token, image_id, target=args.servers, clients=args.clients, poll=args.poll,
-                       label=f"{side}-run{run}").run()
+                       label=f"{side}-run{run}", cpu_groups=cpu_groups).run()
         print(f"{side} boots run {run + 1}: {result}", flush=True)
         results.append(result)
     return results
@@ -222,17 +233,21 @@ def _relative(url: str, prefix: str) -> str:
     return path + ("?" + parts.query if parts.query else "")
 
 
-def measure_lists(compute_url: str, token: str, rounds: int) -> dict[str, Any]:
+def measure_lists(compute_url: str, token: str, rounds: int, cpu_groups: dict[str, list[int]]) -> dict[str, Any]:
     client = KeptAliveClient(compute_url, {"X-Auth-Token": token, "OpenStack-API-Version": MICROVERSION})
     prefix = urllib.parse.urlsplit(compute_url).path.rstrip("/")
     first, walks = [], []
     walked = 0
-    for round_ in range(rounds + 1):  # the first round warms up
+    load_before = os.getloadavg()[0]
+    status, answer, _ = client.get("/servers/detail?limit=1000")  # warms up
+    if status != 200:
+        raise RuntimeError(f"list answered {status}: {answer[:300]!r}")
+    cpu_before = {name: tree_cpu_seconds(pids) for name, pids in cpu_groups.items()}
+    for _ in range(rounds):
         status, answer, seconds = client.get("/servers/detail?limit=1000")
         if status != 200:
             raise RuntimeError(f"list answered {status}: {answer[:300]!r}")
-        if round_:
-            first.append(seconds)
+        first.append(seconds)
         path: str | None = "/servers/detail?limit=1000"
         total, count = 0.0, 0
         while path:
@@ -244,11 +259,13 @@ def measure_lists(compute_url: str, token: str, rounds: int) -> dict[str, Any]:
             count += len(page["servers"])
             links = [link["href"] for link in page.get("servers_links", []) if link["rel"] == "next"]
             path = _relative(links[0], prefix) if links and page["servers"] else None
-        if round_:
-            walks.append(total)
+        walks.append(total)
         walked = count
     client.close()
-    return {"first_page_p50_ms": round(percentile(first, 0.5) * 1000, 1),
+    cpu = {name: round((tree_cpu_seconds(pids) - cpu_before[name]) * 1000 / max(rounds, 1), 1)
+           for name, pids in cpu_groups.items()}
+    return {"cpu_ms_per_round": cpu, "load_1min": [round(load_before, 1), round(os.getloadavg()[0], 1)],
+            "first_page_p50_ms": round(percentile(first, 0.5) * 1000, 1),
             "first_page_p95_ms": round(percentile(first, 0.95) * 1000, 1),
             "walk_p50_ms": round(percentile(walks, 0.5) * 1000, 1),
             "walk_p95_ms": round(percentile(walks, 0.95) * 1000, 1), "servers_walked": walked}
@@ -371,15 +388,17 @@ def corral_side(args: argparse.Namespace) -> dict[str, Any]:
         token, project, _ = admin_token(server.url + "/identity", workdir / "data")
         compute_url = server.url + "/compute/v2.1"
         image_id = prepare(compute_url, server.url, token, "bench-host")
+        cpu = {"corral": [server.process.pid]}
         result: dict[str, Any] = {"side": "corral"}
         if args.part in ("boots", "both"):
-            result["boots"] = boot_runs(compute_url, token, image_id, args, "corral")
+            result["boots"] = boot_runs(compute_url, token, image_id, args, "corral", cpu)
         if args.part in ("lists", "both"):
             if args.part == "lists":
-                Boots(compute_url, token, image_id, target=1, clients=1, poll=args.poll, label="one").run()
+                Boots(compute_url, token, image_id, target=1, clients=1, poll=args.poll, label="one",
+                      cpu_groups=cpu).run()
             corral_fill_cells(api_url, cells, project, args.per_cell)
             time.sleep(6)  # the API re-reads cell mappings every 5 seconds
-            result["lists"] = measure_lists(compute_url, token, args.list_rounds)
+            result["lists"] = measure_lists(compute_url, token, args.list_rounds, cpu)
             print(f"corral lists: {result['lists']}", flush=True)
         result["log_errors"] = server.error_lines(5)
         return result
@@ -410,18 +429,23 @@ def upstream_side(args: argparse.Namespace) -> dict[str, Any]:
                             api_db=api_url, cell_dbs=cells if args.part != "boots" else cells[:2],
                             transport_url=args.transport_url, network_url=network.url)
         stack.callback(nova.stop)
+        if args.logs:
+            stack.callback(_keep_logs, novadir, args.logs)
         nova.prepare_databases()
         compute_url = nova.start(workers=args.workers, threads=args.threads)
         try:
             image_id = prepare(compute_url, services.url, token, nova.host)
+            cpu = {"nova": [p.process.pid for p in nova.processes],
+                   "corral (identity, placement, image)": [services.process.pid]}
             result: dict[str, Any] = {"side": "upstream"}
             if args.part in ("boots", "both"):
-                result["boots"] = boot_runs(compute_url, token, image_id, args, "upstream")
+                result["boots"] = boot_runs(compute_url, token, image_id, args, "upstream", cpu)
             if args.part in ("lists", "both"):
                 if args.part == "lists":
-                    Boots(compute_url, token, image_id, target=1, clients=1, poll=args.poll, label="one").run()
+                    Boots(compute_url, token, image_id, target=1, clients=1, poll=args.poll, label="one",
+                          cpu_groups=cpu).run()
                 upstream_fill_cells(api_url, cells, project, args.per_cell)
-                result["lists"] = measure_lists(compute_url, token, args.list_rounds)
+                result["lists"] = measure_lists(compute_url, token, args.upstream_list_rounds, cpu)
                 print(f"upstream lists: {result['lists']}", flush=True)
         except Exception:
             print("\n".join(nova.errors()), file=sys.stderr)
@@ -432,30 +456,40 @@ def upstream_side(args: argparse.Namespace) -> dict[str, Any]:
         return result
 
 
+def _keep_logs(workdir: Path, target: Path) -> None:
+    target.mkdir(parents=True, exist_ok=True)
+    for log in workdir.glob("*.log"):
+        shutil.copy(log, target / log.name)
+
+
 # ------------------------------------------------------------------ report
+
+
+def _cpu(values: dict[str, float]) -> str:
+    return ", ".join(f"{name} {value:g}" for name, value in values.items())
 
 
 def report(results: list[dict[str, Any]], args: argparse.Namespace) -> None:
     print(f"\n{args.clients} clients, {args.servers} servers ACTIVE per run, poll {args.poll}s; "
           f"API {args.workers} worker(s) x {args.threads} threads on both sides")
-    print("| side | run | boots/s | p50 to ACTIVE (s) | p95 to ACTIVE (s) | POST p50 (ms) | wall (s) |")
-    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
+    print("| side | run | boots/s | to ACTIVE p50 / p95 (s) | POST p50 (ms) | CPU ms per boot | load (1 min) |")
+    print("| --- | ---: | ---: | ---: | ---: | --- | --- |")
     for result in results:
         for number, boots in enumerate(result.get("boots", []), start=1):
-            print(f"| {result['side']} | {number} | {boots['boots_per_s']} | {boots['to_active_p50_s']} | "
-                  f"{boots['to_active_p95_s']} | {boots['post_p50_ms']} | {boots['wall_s']} |")
-    print("\n| side | servers | first page p50 / p95 (ms) | full walk p50 / p95 (ms) |")
-    print("| --- | ---: | ---: | ---: |")
+            print(f"| {result['side']} | {number} | {boots['boots_per_s']} | {boots['to_active_p50_s']} / "
+                  f"{boots['to_active_p95_s']} | {boots['post_p50_ms']} | {_cpu(boots['cpu_ms_per_boot'])} | "
+                  f"{boots['load_1min'][0]} -> {boots['load_1min'][1]} |")
+    print("\n| side | servers | first page p50 / p95 (ms) | walk p50 / p95 (ms) | CPU ms per page + walk | load |")
+    print("| --- | ---: | ---: | ---: | --- | --- |")
     for result in results:
         if "lists" in result:
             lists = result["lists"]
             print(f"| {result['side']} | {lists['servers_walked']} | {lists['first_page_p50_ms']} / "
-                  f"{lists['first_page_p95_ms']} | {lists['walk_p50_ms']} / {lists['walk_p95_ms']} |")
-    sides = {r["side"]: r for r in results}
-    if "corral" in sides and "upstream" in sides and sides["corral"].get("boots") and sides["upstream"].get("boots"):
-        def best(side: str) -> float:
-            return max(b["boots_per_s"] for b in sides[side]["boots"])
-        print(f"\nboots/s ratio (best runs) corral/upstream: {best('corral') / max(best('upstream'), 1e-9):.2f}")
+                  f"{lists['first_page_p95_ms']} | {lists['walk_p50_ms']} / {lists['walk_p95_ms']} | "
+                  f"{_cpu(lists['cpu_ms_per_round'])} | {lists['load_1min'][0]} -> {lists['load_1min'][1]} |")
+    for result in results:
+        if result.get("log_errors"):
+            print(f"{result['side']} log errors: {result['log_errors']}")
 
 
 def main() -> None:
@@ -467,7 +501,8 @@ def main() -> None:
     parser.add_argument("--poll", type=float, default=0.2, help="seconds between a client's status checks")
     parser.add_argument("--runs", type=int, default=1)
     parser.add_argument("--per-cell", type=int, default=2000)
-    parser.add_argument("--list-rounds", type=int, default=10)
+    parser.add_argument("--list-rounds", type=int, default=10, help="first pages and walks timed (Corral)")
+    parser.add_argument("--upstream-list-rounds", type=int, default=3, help="the same for upstream (slower)")
     parser.add_argument("--part", choices=("boots", "lists", "both"), default="both")
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--threads", type=int, default=16)
@@ -476,6 +511,7 @@ def main() -> None:
     parser.add_argument("--postgresql", default=DEFAULT_POSTGRESQL_SERVER)
     parser.add_argument("--transport-url", default=DEFAULT_TRANSPORT_URL)
     parser.add_argument("--json", type=Path)
+    parser.add_argument("--logs", type=Path, help="copy upstream's service logs here")
     args = parser.parse_args()
     results = []
     if not args.only_upstream:

@@ -25,6 +25,7 @@ import os
 import subprocess
 import threading
 import time
+import urllib.parse
 import uuid
 from pathlib import Path
 from typing import Any
@@ -140,7 +141,16 @@ class UpstreamNova:
             write_config(config, {**self.sections, "database": {"connection": url}})
             self.manage("db", "sync", config=config)
             self.manage("cell_v2", "create_cell", "--name", f"cell{index}", "--database_connection", url,
-                        "--transport-url", self.transport_url)
+                        "--transport-url", self._cell_transport_url(index))
+
+    def _cell_transport_url(self, index: int) -> str:
+        """The same broker spelt differently for each cell: nova-manage wants every cell's URL unique
+        (a deployment gives each cell its own virtual host). Nothing is sent to cells with no host."""
+        parts = urllib.parse.urlsplit(self.transport_url)
+        spellings = ["localhost", "127.0.0.1:5672/%2F", "localhost:5672/%2F", "127.0.0.1:5672//"]
+        host = spellings[(index - 2) % len(spellings)]
+        return f"{parts.scheme}://{parts.username}:{parts.password}@{host}" + ("" if "/" in host else
+                                                                             f":{parts.port or 5672}/")
 
     def _start(self, name: str, args: list[str]) -> ServerProcess:
         process = ServerProcess(name, args, "", self.workdir / f"{name}.log", env=self.env, cwd=self.workdir)
