@@ -427,7 +427,8 @@ def upstream_side(args: argparse.Namespace) -> dict[str, Any]:
         novadir.mkdir()
         nova = UpstreamNova(args.upstream, novadir, identity_url=services.url + "/identity", password=password,
                             api_db=api_url, cell_dbs=cells if args.part != "boots" else cells[:2],
-                            transport_url=args.transport_url, network_url=network.url)
+                            transport_url=args.transport_url, network_url=network.url,
+                            debug=args.upstream_debug)
         stack.callback(nova.stop)
         if args.logs:
             stack.callback(_keep_logs, novadir, args.logs)
@@ -512,6 +513,7 @@ def main() -> None:
     parser.add_argument("--transport-url", default=DEFAULT_TRANSPORT_URL)
     parser.add_argument("--json", type=Path)
     parser.add_argument("--logs", type=Path, help="copy upstream's service logs here")
+    parser.add_argument("--upstream-debug", action="store_true", help="upstream's services log at debug level")
     args = parser.parse_args()
     results = []
     if not args.only_upstream:

@@ -78,7 +78,7 @@ def psycopg2_url(url: str) -> str:
 class UpstreamNova:
     def __init__(self, venv: Path, workdir: Path, *, identity_url: str, password: str, api_db: str,
                  cell_dbs: list[str], transport_url: str = DEFAULT_TRANSPORT_URL,
-                 network_url: str, host: str = "bench-upstream") -> None:
+                 network_url: str, host: str = "bench-upstream", debug: bool = False) -> None:
         """``cell_dbs``: cell0's database first, then cell1's, then any more cells'."""
         self.venv = venv
         self.workdir = workdir
@@ -96,7 +96,7 @@ class UpstreamNova:
                 "transport_url": transport_url, "control_exchange": f"nova-bench-{uuid.uuid4().hex[:8]}",
                 "compute_driver": "fake.FakeDriver", "host": host, "my_ip": "127.0.0.1",
                 "state_path": str(state), "instances_path": str(state / "instances"),
-                "debug": "false",
+                "debug": str(debug).lower(),
             },
             "api": {"auth_strategy": "keystone"},
             "wsgi": {"api_paste_config": str(workdir / "api-paste.ini")},
