@@ -60,7 +60,7 @@ from common import (  # noqa: E402
 from corral.compute.db import api_tables, cell_tables  # noqa: E402
 from corral.compute.domain.cell_admin import create_cell  # noqa: E402
 from corral.core.db import Database, normalize_url  # noqa: E402
-from tests.compute.proxy import TcpProxy  # noqa: E402
+from tests.support.tcp import TcpProxy  # noqa: E402
 
 PROJECT = "bench-project"
 TOKEN = f"bench-user:{PROJECT}"
