@@ -84,8 +84,9 @@ def _lookup(state: BaremetalState, macs: list[str], bmcs: list[str], node_uuid: 
         found: dict[int, dict[str, Any]] = {}
         if node_uuid:
             node = node_db.get(conn, uuid=node_uuid)
-            if node is not None:
-                found[node["id"]] = node
+            if node is None:
+                raise NotFound(f"Node {node_uuid} could not be found.")
+            found[node["id"]] = node
         if macs:
             found.update({node["id"]: node for node in agent_db.nodes_with_port_addresses(conn, macs)})
         if bmcs:
