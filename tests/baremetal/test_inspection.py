@@ -45,7 +45,8 @@ INVENTORY: dict[str, Any] = {
         {"name": "/dev/vdb", "model": "", "size": 20 * GIB, "rotational": True, "wwn": None,
          "serial": "corral-big", "vendor": "0x1af4", "hctl": None, "by_path": "/dev/disk/by-path/pci-0000:00:06.0"},
     ],
-    "bmc_address": "0.0.0.0",
+    # What ironic-python-agent 13 sends without ipmitool (a QEMU machine).
+    "bmc_address": None,
     "bmc_v6address": "::/0",
     "system_vendor": {"product_name": "Standard PC (i440FX + PIIX, 1996)", "serial_number": "",
                       "manufacturer": "QEMU"},
@@ -275,6 +276,8 @@ def test_bad_requests_change_nothing(baremetal) -> None:
         ({"inventory": {"interfaces": [{"name": "eth0"}]}}, 400,
          "Invalid inspection data: each interface needs a 'mac_address' string"),
         ({"inventory": {"interfaces": [{"mac_address": "not-a-mac"}]}}, 400, "No lookup information provided"),
+        ({"inventory": {"interfaces": [{"mac_address": MAC_ACTIVE}], "bmc_address": 7}}, 400,
+         "Invalid inspection data: 'inventory.bmc_address' must be a string"),
         ({"inventory": {"interfaces": [{"mac_address": "52:54:00:00:00:77"}]}}, 404,
          "The resource could not be found."),
     ]

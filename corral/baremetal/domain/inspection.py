@@ -91,7 +91,8 @@ def check_data(data: Any) -> str | None:
         if not isinstance(interface, Mapping) or not isinstance(interface.get("mac_address"), str):
             return "Invalid inspection data: each interface needs a 'mac_address' string"
     for key in ("bmc_address", "bmc_v6address"):
-        if key in inventory and not isinstance(inventory[key], str):
+        # The agent sends null when it found no BMC (no ipmitool, a virtual machine).
+        if inventory.get(key) is not None and not isinstance(inventory[key], str):
             return f"Invalid inspection data: 'inventory.{key}' must be a string"
     return None
 
