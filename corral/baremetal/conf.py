@@ -30,6 +30,12 @@ DEFAULT_OPTS = [
         help="Deploy interfaces nodes may use; a node without one gets the first its hardware type "
         "supports among these.",
     ),
+    cfg.ListOpt(
+        "enabled_inspect_interfaces",
+        default=["fake", "agent", "no-inspect"],
+        help="Inspect interfaces nodes may use; a node without one gets the first its hardware type "
+        "supports among these (fake-hardware: fake, redfish: no-inspect; 'agent' is in-band inspection).",
+    ),
     cfg.StrOpt(
         "webserver_verify_ca",
         default="True",
@@ -101,6 +107,13 @@ CONDUCTOR_OPTS = [
         "check_deploy_timeouts_interval",
         default=60,
         help="Seconds between checks for deployments whose agent did not call back in time (0 disables).",
+    ),
+    cfg.IntOpt(
+        "inspect_wait_timeout",
+        default=1800,
+        min=0,
+        help="Seconds a node may stay in 'inspect wait' (the agent has not sent its inventory) before "
+        "inspection fails (0: no limit). Checked every check_deploy_timeouts_interval seconds.",
     ),
     cfg.IntOpt(
         "clean_callback_timeout",
@@ -354,6 +367,50 @@ AGENT_DEPLOY_OPTS = [
 ]
 
 
+# In-band inspection through the agent (upstream's [inspector] group).
+INSPECTOR_OPTS = [
+    cfg.StrOpt(
+        "add_ports",
+        default="pxe",
+        choices=[
+            ("all", "A port for every NIC with a MAC address."),
+            ("active", "A port for every NIC with an IP address."),
+            ("pxe", "A port for the NIC the machine booted from (every active NIC when the agent cannot tell)."),
+            ("disabled", "No ports are created."),
+        ],
+        help="Which of the machine's NICs inspection creates ports for.",
+    ),
+    cfg.StrOpt(
+        "keep_ports",
+        default="all",
+        choices=[
+            ("all", "Keep every existing port."),
+            ("present", "Delete the ports whose MAC address the machine does not have."),
+            ("added", "Delete every port except those of the NICs chosen by add_ports."),
+        ],
+        help="Which of the node's existing ports inspection keeps.",
+    ),
+    cfg.StrOpt("default_hooks", default="ramdisk-error,validate-interfaces,ports,architecture",
+               help="The inspection hooks always wanted (upstream's defaults)."),
+    cfg.StrOpt(
+        "hooks",
+        default="$default_hooks,cpus,memory,root-device",
+        help="Inspection hooks run on the agent's data, in order. Also known: boot-mode. cpus, memory and "
+        "root-device set the properties cpus, memory_mb and local_gb that Compute and allocations read.",
+    ),
+    cfg.BoolOpt("disk_partitioning_spacing", default=True,
+                help="Leave 1 GiB of the root disk out of local_gb for partitioning."),
+    cfg.BoolOpt("power_off", default=True, help="Power the machine off once inspection finished."),
+    cfg.StrOpt("extra_kernel_params", default="",
+               help="Kernel parameters added to the agent ramdisk's command line when it boots for inspection."),
+    cfg.StrOpt(
+        "callback_endpoint_override",
+        help="The URL of the Bare Metal API the agent posts its inventory to, without /v1/continue_inspection "
+        "(default: [deploy] external_callback_url, else [baremetal_api] public_endpoint).",
+    ),
+]
+
+
 def register_opts(conf: cfg.ConfigOpts) -> None:
     conf.register_opts(DATABASE_OPTS, group="baremetal_database")
     conf.register_opts(DEFAULT_OPTS)
@@ -367,6 +424,7 @@ def register_opts(conf: cfg.ConfigOpts) -> None:
     conf.register_opts(AGENT_DEPLOY_OPTS, group="deploy")
     conf.register_opts(REDFISH_OPTS, group="redfish")
     conf.register_opts(DEPLOY_OPTS, group="deploy")
+    conf.register_opts(INSPECTOR_OPTS, group="inspector")
     # Images given by UUID or glance:// come from the Image service (Compute registers the same group).
     register_client_opts(conf, "glance", client_opts("Image", "/image", retries=0))
 

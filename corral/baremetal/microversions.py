@@ -101,7 +101,7 @@ VERSIONS = (
     "1.81",  # node inventory: /v1/nodes/{node}/inventory
     "1.82",  # shard on nodes, ?shard= / ?sharded= filters, /v1/shards
     "1.83",  # parent_node on nodes, /v1/nodes/{node}/children, ?parent_node= / ?include_children=
-    "1.84",  # (ramdisk callback to continue inspection)
+    "1.84",  # (ramdisk callback to continue inspection: POST /v1/continue_inspection)
     "1.85",  # the unhold verb
     "1.86",  # firmware_interface on nodes; /v1/nodes/{node}/firmware
     "1.87",  # servicing: the service verb with service_steps; service_step on nodes

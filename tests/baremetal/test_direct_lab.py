@@ -180,13 +180,86 @@ def _first_data_offset(raw: bytes) -> int:
     raise AssertionError("the image holds no data")
 
 
+def test_agent_inspects_the_machines_over_virtual_media(lab: dict[str, Any]) -> None:
+    """The agent booted for inspection reports each machine's CPUs, memory, disks and NIC from inside it.
+
+    Runs first, on the same machines as the deployment below: its nodes are deleted again afterwards.  Each
+    node has the port of its machine's MAC (for the lookup, as upstream's inspection needs one, or a BMC
+    address) and a port for a NIC the machine does not have, which ``keep_ports = present`` removes.  The
+    UEFI node has a root device hint naming the larger disk; the BIOS node's root disk is the agent's
+    choice, the smaller one.
+    """
+    started = time.monotonic()
+    server, machines, emulator = lab["server"], lab["machines"], lab["emulator"]
+    client = server.client
+    server.conf.set_override("keep_ports", "present", group="inspector")
+    nodes: dict[str, dict[str, Any]] = {}
+    try:
+        for machine in machines.machines:
+            spec = machine["spec"]
+            name = f"inspect-{spec.firmware}"
+            properties: dict[str, Any] = {"capabilities": f"boot_mode:{spec.firmware}"}
+            if spec.firmware == "uefi":
+                properties["root_device"] = {"serial": ROOT_DISK[1]}
+            response = client.post("/v1/nodes", json={
+                "name": name, "driver": "redfish", "boot_interface": "redfish-virtual-media",
+                "inspect_interface": "agent", "properties": properties,
+                "driver_info": {
+                    "redfish_address": emulator.url, "redfish_system_id": f"/redfish/v1/Systems/{machine['uuid']}",
+                    "kernel_append_params": f"%default% console=ttyS0,115200 ipa-advertise-host=127.0.0.1 "
+                                            f"ipa-advertise-port={spec.agent_port}"},
+            })
+            assert response.status_code == 201, response.text
+            nodes[name] = {**response.json(), "machine": machine}
+            for mac in (spec.mac, f"52:54:00:0f:ff:{len(nodes):02x}"):
+                assert client.post("/v1/ports", json={"node_uuid": nodes[name]["uuid"],
+                                                      "address": mac}).status_code == 201
+            assert provision(client, name, "manage").status_code == 202
+        wait_all(lab, list(nodes), "manageable", ("enroll",))
+        requested = {}
+        for name in nodes:
+            assert provision(client, name, "inspect").status_code == 202
+            requested[name] = time.monotonic()
+        inspected = wait_all(lab, list(nodes), "manageable", ("inspect failed",))
+        for name, node in nodes.items():
+            spec = node["machine"]["spec"]
+            shown = client.get(f"/v1/nodes/{name}").json()
+            assert (shown["last_error"], shown["power_state"]) == (None, "power off")
+            assert machines.state(node["machine"]) == "shut off"
+            assert not emulator.cd(node["machine"]["uuid"])["Inserted"]
+            inventory = client.get(f"/v1/nodes/{name}/inventory").json()["inventory"]
+            # One vCPU, the machine's memory, its two disks and its NIC, as the agent saw them.
+            assert inventory["cpu"]["count"] == 1
+            memory_mb = shown["properties"]["memory_mb"]
+            assert spec.memory_mib - 160 <= memory_mb <= spec.memory_mib, inventory["memory"]
+            disks = {disk["serial"]: disk["size"] for disk in inventory["disks"] if disk["name"].startswith("/dev/vd")}
+            assert disks == {serial: size for size, serial in spec.disks}
+            nics = {nic["mac_address"]: nic for nic in inventory["interfaces"]}
+            assert nics[spec.mac]["ipv4_address"] == "10.0.2.15"
+            assert inventory["boot"]["current_boot_mode"] == spec.firmware
+            root_gib = (ROOT_DISK if spec.firmware == "uefi" else OTHER_DISK)[0] // GIB
+            assert shown["properties"] == {**node["properties"], "cpus": 1, "cpu_arch": "x86_64",
+                                           "memory_mb": memory_mb, "local_gb": root_gib - 1}
+            # The port of the NIC the machine has stays; the other one went.
+            ports = client.get(f"/v1/nodes/{name}/ports").json()["ports"]
+            assert [port["address"] for port in ports] == [spec.mac]
+        lab.setdefault("times", {})["inspect_request_to_manageable_s"] = {
+            name: round(inspected[name] - requested[name], 1) for name in nodes}
+    finally:
+        server.conf.clear_override("keep_ports", group="inspector")
+        for name in nodes:
+            client.delete(f"/v1/nodes/{name}")
+    lab["times"]["inspect_test_s"] = round(time.monotonic() - started, 1)
+    print(json.dumps(lab["times"], sort_keys=True))
+
+
 def test_agent_deploys_a_whole_disk_image_with_a_config_drive_over_virtual_media(lab: dict[str, Any]) -> None:
     started = time.monotonic()
     server, machines, callbacks, emulator = lab["server"], lab["machines"], lab["callbacks"], lab["emulator"]
     client = server.client
     settings = lab["settings"]
     raw = lab["raw"]
-    times: dict[str, Any] = {}
+    times: dict[str, Any] = lab.get("times", {})
 
     project = lab["images"].client("demo")
     image = create(project, name="deployed", disk_format="qcow2", container_format="bare")

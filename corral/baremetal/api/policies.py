@@ -150,6 +150,7 @@ _RULES: tuple[tuple[str, str, str], ...] = (
     # agent token guards what a heartbeat may do.
     ("baremetal:driver:ipa_lookup", "", "Look up a node by its MAC addresses or UUID (the agent)."),
     ("baremetal:node:ipa_heartbeat", "", "Receive heartbeats from the agent."),
+    ("baremetal:node:ipa_continue_inspection", "", "Receive the inventory the agent collected (inspection)."),
     ("baremetal:deploy_template:get", SYSTEM_READER, "List and show deploy templates."),
     ("baremetal:deploy_template:create", SYSTEM_ADMIN, "Create a deploy template."),
     ("baremetal:deploy_template:update", SYSTEM_ADMIN, "Update a deploy template."),

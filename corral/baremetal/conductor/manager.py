@@ -22,6 +22,7 @@ from corral.baremetal.conductor import (
     agent,
     allocations,
     cleaning,
+    inspection,
     locks,
     node_extras,
     ports,
@@ -66,7 +67,7 @@ RPC_METHODS = frozenset(
         "get_console_information",
         "ping",
     }
-) | allocations.RPC_METHODS | node_extras.RPC_METHODS | ports.RPC_METHODS | agent.RPC_METHODS
+) | allocations.RPC_METHODS | node_extras.RPC_METHODS | ports.RPC_METHODS | agent.RPC_METHODS | inspection.RPC_METHODS
 
 
 @dataclass(frozen=True)
@@ -96,7 +97,8 @@ class StepsPending(ApiError):
         super().__init__(message, retry_after=retry_after)
 
 
-class Conductor(allocations.AllocationWork, node_extras.NodeExtras, ports.PortWork, agent.AgentWork):
+class Conductor(allocations.AllocationWork, node_extras.NodeExtras, ports.PortWork, agent.AgentWork,
+                inspection.InspectionWork):
     def __init__(self, conf: cfg.ConfigOpts, db: Database | None = None) -> None:
         self.conf = conf
         self.host: str = conf.host
@@ -349,6 +351,8 @@ class Conductor(allocations.AllocationWork, node_extras.NodeExtras, ports.PortWo
             task.process_event("abort", action=action, last_error=f"By request, the {state} operation was aborted")
             if state in (states.DEPLOYWAIT, states.DEPLOYHOLD):
                 provisioning.stop_ramdisk(task)
+            elif state == states.INSPECTWAIT:
+                inspection.clean_up(task)
             return False
         raise invalid_action(action, task.node)
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from corral.baremetal.conductor import allocations, cleaning, steps
+from corral.baremetal.conductor import allocations, cleaning, inspection, steps
 from corral.baremetal.conductor.task import stop_if_lost
 from corral.baremetal.db.nodes import utcnow
 from corral.baremetal.domain import passwords, states
@@ -119,12 +119,17 @@ def tear_down(task: Any, initial_state: str | None = None) -> None:
 def inspect(task: Any) -> None:
     """manageable/inspect failed -> inspecting -> manageable."""
     task.update(inspection_started_at=utcnow(), inspection_finished_at=None)
+    inspector = task.driver.inspect
     try:
-        inspector = task.driver.inspect
-        if hasattr(inspector, "inspect_hardware"):
-            inspector.inspect_hardware(task)
+        inspector.validate(task)
+        result = inspector.inspect_hardware(task) if hasattr(inspector, "inspect_hardware") else None
     except Exception as error:  # noqa: BLE001 - recorded on the node
         task.process_event("fail", last_error=f"Failed to inspect hardware. Reason: {error}")
+        inspection.clean_up(task)
+        return
+    if result == ASYNC:
+        # The agent ramdisk boots; its inventory moves the node on (POST /v1/continue_inspection).
+        task.process_event("wait")
         return
     task.process_event("done", inspection_finished_at=utcnow(), last_error=None)
 

@@ -80,6 +80,8 @@ class ConductorService:
                              name="check_deploy_timeouts"),
                 PeriodicTask(self.conductor.check_rescue_timeouts, group.check_rescue_timeouts,
                              name="check_rescue_timeouts"),
+                PeriodicTask(self.conductor.check_inspect_timeouts, group.check_deploy_timeouts_interval,
+                             name="check_inspect_timeouts"),
                 PeriodicTask(self.conductor.sync_power_states, group.sync_power_state_interval,
                              name="sync_power_states"),
                 PeriodicTask(self.conductor.recover_orphans, group.check_provision_state_interval,

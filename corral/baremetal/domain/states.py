@@ -108,6 +108,7 @@ TRANSITIONS: dict[tuple[str, str], str] = {
     (INSPECTING, "fail"): INSPECTFAIL,
     (INSPECTING, "wait"): INSPECTWAIT,
     (INSPECTWAIT, "done"): MANAGEABLE,
+    (INSPECTWAIT, "resume"): INSPECTING,
     (INSPECTWAIT, "fail"): INSPECTFAIL,
     (INSPECTWAIT, "abort"): INSPECTFAIL,
     (INSPECTFAIL, "manage"): MANAGEABLE,

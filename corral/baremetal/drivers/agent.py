@@ -104,16 +104,17 @@ def set_power(task: Any, target: str) -> None:
     task.update(power_state=target, target_power_state=None)
 
 
-def _boot_ramdisk(task: Any) -> None:
+def boot_ramdisk(task: Any) -> None:
     """Boot the agent ramdisk: the boot interface prepares its boot, then the node is powered on."""
     task.driver.boot.prepare_ramdisk(task)
     set_power(task, states.POWER_ON)
 
 
-def _stop_ramdisk(task: Any) -> None:
+def stop_ramdisk(task: Any, *, power_off: bool = True) -> None:
     """Power off, undo the ramdisk's boot, forget the agent (its token goes) whatever fails on the way."""
     try:
-        set_power(task, states.POWER_OFF)
+        if power_off:
+            set_power(task, states.POWER_OFF)
     finally:
         try:
             task.driver.boot.clean_up_ramdisk(task)
@@ -252,7 +253,7 @@ class AgentDeploy(BaseInterface):
         # An image of the Image service is fetched and verified before the machine boots.
         publish_glance_image(task)
         _set_info(task, agent_pending=WAITING_FOR_BOOT)
-        _boot_ramdisk(task)
+        boot_ramdisk(task)
         return ASYNC
 
     @deploy_step(priority=80)
@@ -305,7 +306,7 @@ class AgentDeploy(BaseInterface):
     def clean_up(self, task: Any) -> None:
         """After a failed or timed-out deployment: the ramdisk is stopped and its token forgotten."""
         try:
-            _stop_ramdisk(task)
+            stop_ramdisk(task)
         finally:
             unpublish_image(task)
 
@@ -315,7 +316,7 @@ class AgentDeploy(BaseInterface):
         for_cleaning = {key: None for key in AGENT_KEYS if key != "cleaning_pending_start"}
         _set_info(task, **for_cleaning)
         _set_info(task, agent_pending=WAITING_FOR_BOOT, agent_cleaning=True)
-        _boot_ramdisk(task)
+        boot_ramdisk(task)
         return ASYNC
 
     def tear_down_cleaning(self, task: Any, failed: bool = False) -> None:
@@ -325,7 +326,7 @@ class AgentDeploy(BaseInterface):
             task.driver.boot.clean_up_ramdisk(task)
             _set_info(task, agent_pending=None, agent_cleaning=None, agent_cached_clean_steps=None)
             return
-        _stop_ramdisk(task)
+        stop_ramdisk(task)
 
     def refresh_clean_steps(self, task: Any) -> None:
         """Read the agent's clean steps (kept until the agent is gone)."""

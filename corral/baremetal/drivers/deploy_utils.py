@@ -9,8 +9,10 @@
   instance_info, else of its driver_info, else ``[redfish]
   kernel_append_params`` (``%default%`` in the node's value stands for the
   configured one), and the agent's own: ``ipa-api-url`` (``[deploy]
-  external_callback_url``, else ``[baremetal_api] public_endpoint``) and
-  ``boot_method=vmedia``.
+  external_callback_url``, else ``[baremetal_api] public_endpoint``),
+  ``boot_method=vmedia`` and, while the node is inspected,
+  ``ipa-inspection-callback-url`` (``<API>/v1/continue_inspection``) and
+  ``[inspector] extra_kernel_params``.
 * Root device hints (``instance_info/root_device``, else
   ``properties/root_device``), checked with upstream's rules; the agent
   reads them from the node itself.
@@ -29,6 +31,7 @@ from typing import Any
 
 from oslo_utils import strutils
 
+from corral.baremetal.domain import states
 from corral.baremetal.drivers import glance, images
 from corral.baremetal.drivers.base import InvalidParameterValue, MissingParameterValue
 from corral.core import configdrive as configdrive_iso
@@ -127,11 +130,24 @@ def agent_kernel_params(node: Mapping[str, Any], conf: Any) -> str:
     last, so that an operator's value (``ipa-advertise-host=`` ...) wins.
     """
     params = {"ipa-api-url": agent_api_url(conf), "boot_method": "vmedia"}
+    inspecting = node.get("provision_state") in (states.INSPECTING, states.INSPECTWAIT)
+    if inspecting:
+        params["ipa-inspection-callback-url"] = inspection_callback_url(conf)
     if conf.debug:
         params["ipa-debug"] = "1"
     own = " ".join(f"{key}={value}" for key, value in params.items())
     appended = kernel_append_params(node, conf.redfish.kernel_append_params)
+    if inspecting and conf.inspector.extra_kernel_params.strip():
+        appended = f"{appended} {conf.inspector.extra_kernel_params.strip()}"
     return f"{own} {appended}".strip()
+
+
+def inspection_callback_url(conf: Any) -> str:
+    """Where the agent posts the inventory (the kernel argument ipa-inspection-callback-url)."""
+    base = conf.inspector.callback_endpoint_override
+    if base and urllib.parse.urlsplit(base).scheme not in ("http", "https"):
+        raise InvalidParameterValue(f"[inspector] callback_endpoint_override {base!r} is not an http(s) URL")
+    return f"{str(base).rstrip('/') if base else agent_api_url(conf)}/v1/continue_inspection"
 
 
 # --------------------------------------------------- root device hints

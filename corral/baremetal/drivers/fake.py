@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from corral.baremetal.drivers.agent import AgentDeploy
+from corral.baremetal.drivers.agent_inspect import AgentInspect
 from corral.baremetal.drivers.rescue import AgentRescue
 from corral.baremetal.drivers.network import FlatNetwork, NoopNetwork
 from corral.baremetal.drivers.storage import CinderStorage, NoopStorage
@@ -327,7 +328,7 @@ FAKE_HARDWARE = HardwareType(
         "console": [FakeConsole, _simple("console", "no-console")],
         "deploy": [FakeDeploy, AgentDeploy],
         "firmware": [FakeFirmware, _simple("firmware", "no-firmware")],
-        "inspect": [FakeInspect, _simple("inspect", "no-inspect")],
+        "inspect": [FakeInspect, AgentInspect, _simple("inspect", "no-inspect")],
         "management": [FakeManagement],
         "network": [NoopNetwork, FlatNetwork],
         "power": [FakePower],

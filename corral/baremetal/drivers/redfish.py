@@ -254,8 +254,9 @@ def _fake(interface_type: str) -> type[BaseInterface]:
 def hardware_type(
     boot: Sequence[type[BaseInterface]] = (), deploy: Sequence[type[BaseInterface]] = (),
     rescue: Sequence[type[BaseInterface]] = (),
+    inspect: Sequence[type[BaseInterface]] = (),
 ) -> HardwareType:
-    """The hardware type, with the boot and deploy interfaces of other modules (virtual media)."""
+    """The hardware type, with the boot, deploy and inspect interfaces of other modules (virtual media, agent)."""
     return HardwareType(
         name="redfish",
         description="Servers with a Redfish BMC (power, boot devices, virtual media, BIOS and boot settings).",
@@ -266,7 +267,8 @@ def hardware_type(
             "console": [_none("console", "no-console")],
             "deploy": [_fake("deploy"), *deploy],
             "firmware": [_none("firmware", "no-firmware")],
-            "inspect": [_none("inspect", "no-inspect")],
+            # No out-of-band inspection: no-inspect stays the default, the agent's is chosen per node.
+            "inspect": [_none("inspect", "no-inspect"), *inspect],
             "management": [RedfishManagement],
             "network": [_fake("network")],
             "power": [RedfishPower],

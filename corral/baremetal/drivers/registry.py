@@ -14,17 +14,20 @@ from corral.core.errors import BadRequest
 def _known_types() -> dict[str, HardwareType]:
     from corral.baremetal.drivers import redfish, vmedia
     from corral.baremetal.drivers.agent import AgentDeploy
+    from corral.baremetal.drivers.agent_inspect import AgentInspect
     from corral.baremetal.drivers.fake import FAKE_HARDWARE
     from corral.baremetal.drivers.rescue import AgentRescue
 
     redfish_type = redfish.hardware_type(boot=[vmedia.RedfishVirtualMediaBoot],
-                                         deploy=[AgentDeploy, vmedia.RamdiskDeploy], rescue=[AgentRescue])
+                                         deploy=[AgentDeploy, vmedia.RamdiskDeploy], rescue=[AgentRescue],
+                                         inspect=[AgentInspect])
     return {hw.name: hw for hw in (FAKE_HARDWARE, redfish_type)}
 
 
 def _enabled_interfaces(conf: cfg.ConfigOpts) -> dict[str, list[str]]:
     """Interface types restricted by an ``enabled_<type>_interfaces`` option, and the names it allows."""
-    return {"boot": list(conf.enabled_boot_interfaces), "deploy": list(conf.enabled_deploy_interfaces)}
+    return {"boot": list(conf.enabled_boot_interfaces), "deploy": list(conf.enabled_deploy_interfaces),
+            "inspect": list(conf.enabled_inspect_interfaces)}
 
 
 class DriverRegistry:

@@ -1,5 +1,7 @@
 """The agent's endpoints: GET /v1/lookup and POST /v1/heartbeat/{node} (1.22).
 
+(``POST /v1/continue_inspection`` is in :mod:`corral.baremetal.api.handlers.inspection`.)
+
 The deploy ramdisk's agent holds no Keystone token, so both routes are
 public, as upstream's.  Lookup finds the node by its ports' MAC addresses
 (or its UUID) only while an agent is expected (deploying, cleaning ...)
@@ -18,6 +20,7 @@ import falcon
 from oslo_utils import netutils, uuidutils
 
 from corral.baremetal.api import common, links
+from corral.baremetal.api.handlers import inspection
 from corral.baremetal.api.state import BaremetalState
 from corral.baremetal.db import agent as agent_db
 from corral.baremetal.db import nodes as node_db
@@ -127,6 +130,11 @@ def lookup(state: BaremetalState, req: falcon.Request, resp: falcon.Response) ->
         token = common.conductor_call(state, node, "get_node_with_token")
         with state.db.read() as conn:
             node = node_db.get(conn, node_id=node["id"]) or node
+    send_json(resp, agent_answer(state, req, node, token))
+
+
+def agent_answer(state: BaremetalState, req: falcon.Request, node: dict[str, Any], token: str | None) -> dict[str, Any]:
+    """The node and the agent's configuration, as lookup (and continue_inspection from 1.84) answer."""
     body_node: dict[str, Any] = {field: node.get(field) for field in _LOOKUP_NODE_FIELDS}
     body_node["driver_internal_info"] = masked_internal_info(node.get("driver_internal_info"))
     # The agent gets the config drive with its command, never from an unauthenticated lookup.
@@ -139,7 +147,7 @@ def lookup(state: BaremetalState, req: falcon.Request, resp: falcon.Response) ->
             instance_info[key] = MASK
     body_node["instance_info"] = instance_info
     body_node["links"] = links.resource(req, "nodes", node["uuid"])
-    send_json(resp, {"node": body_node, "config": agent_config(state, node, token)})
+    return {"node": body_node, "config": agent_config(state, node, token)}
 
 
 def _string(body: dict[str, Any], field: str) -> str | None:
@@ -204,4 +212,5 @@ def heartbeat(state: BaremetalState, req: falcon.Request, resp: falcon.Response,
 ROUTES = [
     Route("/v1/lookup", {"GET": lookup}, public=True),
     Route("/v1/heartbeat/{node_ident}", {"POST": heartbeat}, public=True),
+    Route("/v1/continue_inspection", {"POST": inspection.continue_inspection}, public=True),
 ]
