@@ -69,7 +69,10 @@ class ComputeServer:
                 "DEFAULT": {"compute_driver": "fake.FakeDriver"},
                 "api": {"auth_strategy": "noauth2"},
                 "glance": {"endpoint_override": self.images.url},
-                "cells": {"timeout": 3.0, "connect_timeout": 1.0, "down_cell_recheck_interval": 0.0},
+                # A healthy cell on a busy test machine answers well within 10 s; the
+                # tests of down cells make theirs unreachable (refused at once) or
+                # set a shorter timeout themselves.
+                "cells": {"timeout": 10.0, "connect_timeout": 1.0, "down_cell_recheck_interval": 0.0},
                 # Small pools: the database servers are shared with every other test.
                 "corral_database": {"max_pool_size": 2, "max_overflow": 6},
             },
