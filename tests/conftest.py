@@ -112,7 +112,9 @@ def _is_lab_test(item: pytest.Item) -> bool:
     return path.name.endswith("_lab.py") or "multihost" in path.parts
 
 
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    # First: xdist's own hook turns the group marks into node ids.
     for item in items:
         if _is_lab_test(item):
             item.add_marker(pytest.mark.xdist_group(_LAB_GROUP))
