@@ -24,7 +24,7 @@ from typing import Any
 
 import pytest
 
-from corral.core.server import free_port
+from tests.support.ports import free_port
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DISK_SIZE = 8 * 1024 * 1024

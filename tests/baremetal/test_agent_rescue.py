@@ -19,7 +19,6 @@ import requests
 
 from corral.baremetal.domain import passwords
 from corral.core import configdrive as configdrive_iso
-from corral.core.server import free_port
 from tests.baremetal.agent_support import ImageServer, raw_image
 from tests.baremetal.support import faultstring, wait_for, wait_for_state
 from tests.baremetal.test_agent import PAYLOAD, AgentServer, enroll, set_image
@@ -40,6 +39,7 @@ from tests.baremetal.test_provisioning import provision
 from tests.baremetal.vmedia_support import Emulator, require
 from tests.support.databases import DatabaseFactory
 from tests.support.http import ApiClient
+from tests.support.ports import free_port
 
 __all__ = ["agent", "bmc", "fake_bmc", "images"]
 PASSWORD = "correct horse battery staple"

@@ -27,16 +27,23 @@ import pytest
 import requests
 
 from corral.core import configdrive as configdrive_iso
-from corral.core.server import ThreadedServer, free_port
+from corral.core.server import ThreadedServer
+from tests.baremetal import test_vmedia
 from tests.baremetal.agent_support import ImageServer, TestMachine, raw_image
 from tests.baremetal.support import faultstring, wait_for, wait_for_state
-from tests.baremetal.test_agent import PAYLOAD, AgentServer, enroll, set_image, wait_settled
+from tests.baremetal.test_agent import (
+    PAYLOAD,
+    AgentServer,
+    enroll,
+    set_image,
+    wait_settled,
+)
 from tests.baremetal.test_provisioning import provision
-from tests.baremetal import test_vmedia
 from tests.baremetal.vmedia_support import Emulator, require
 from tests.image.conftest import ImageServer as ImageService
 from tests.image.conftest import active
 from tests.support.databases import DatabaseFactory
+from tests.support.ports import free_port
 
 # sushy-tools' fake BMC with one system, and that system with its CD ejected and its power off.
 SYSTEM_ID = test_vmedia.SYSTEM_ID

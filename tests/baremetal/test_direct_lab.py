@@ -43,7 +43,6 @@ from typing import Any
 
 import pytest
 
-from corral.core.server import free_port
 from tests.baremetal import disk_image
 from tests.baremetal.lab_support import (
     LAB_DIR,
@@ -59,6 +58,7 @@ from tests.baremetal.vmedia_support import Emulator, require
 from tests.image.conftest import ImageServer as ImageService
 from tests.image.conftest import create, upload
 from tests.support.databases import DatabaseFactory
+from tests.support.ports import free_port
 
 pytestmark = [pytest.mark.backends("first"), pytest.mark.timeout(1800), pytest.mark.slow]
 

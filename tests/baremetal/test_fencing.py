@@ -38,15 +38,22 @@ from corral.baremetal.domain import states
 from corral.baremetal.drivers.fake import FakeBios
 from tests.baremetal.conftest import BaremetalServer, make_test_conf
 
+GROUP = "fenced"
 SIDE_TABLES = (bios_settings, firmware_components, node_inventory, node_history, node_traits, allocations)
 
 
 @pytest.fixture
 def pair(baremetal: BaremetalServer, tmp_path: Any) -> Iterator[tuple[Conductor, Conductor]]:
-    """Conductors A and B on the test server's database (not started: driven by hand)."""
+    """Conductors A and B on the test server's database (not started: driven by hand).
+
+    They serve a conductor group of their own, so that the test server's
+    running conductor, whose periodic tasks would pick up a node resting in
+    ``clean wait``, never owns the nodes these tests make.
+    """
     made = []
     for host in ("cond-a", "cond-b"):
-        conf = make_test_conf(str(tmp_path), baremetal.url_db, DEFAULT={"host": host})
+        conf = make_test_conf(str(tmp_path), baremetal.url_db, DEFAULT={"host": host},
+                              conductor={"conductor_group": GROUP})
         conductor = Conductor(conf, db=baremetal.state.db)
         conductor.register()
         made.append(conductor)
@@ -60,7 +67,7 @@ def _node(baremetal: BaremetalServer, state: str, name: str = "fenced") -> int:
         "uuid": str(uuid.uuid4()), "name": name, "driver": "fake-hardware", "provision_state": state,
         "target_provision_state": states.ACTIVE if state == states.DEPLOYING else states.AVAILABLE,
         "power_state": states.POWER_OFF, "resource_class": "rc", "maintenance": False, "console_enabled": False,
-        "protected": False,
+        "protected": False, "conductor_group": GROUP,
     }))
 
 

@@ -10,9 +10,9 @@ from collections.abc import Iterator
 import pytest
 import requests
 
-from corral.core.server import free_port
 from tests.baremetal.support import wait_for, wait_for_power, wait_for_state
 from tests.baremetal.test_provisioning import provision
+from tests.support.ports import free_port
 
 # The driver is tested against the emulator, not the database: the first backend is enough.
 pytestmark = pytest.mark.backends("first")

@@ -14,10 +14,15 @@ from collections.abc import Iterator
 import pytest
 import requests
 
-from corral.core.server import free_port
 from tests.baremetal.support import faultstring, wait_for_state
 from tests.baremetal.test_provisioning import provision
-from tests.baremetal.vmedia_support import Emulator, ImageServer, require, sushy_tools_available
+from tests.baremetal.vmedia_support import (
+    Emulator,
+    ImageServer,
+    require,
+    sushy_tools_available,
+)
+from tests.support.ports import free_port
 
 # The BMC and the image server are what is under test: the first database backend is enough.
 pytestmark = pytest.mark.backends("first")

@@ -13,7 +13,8 @@ from typing import Any
 import pytest
 import requests
 
-from corral.core.server import ThreadedServer, free_port
+from corral.core.server import ThreadedServer
+from tests.support.ports import free_port
 
 
 class ImageServer:

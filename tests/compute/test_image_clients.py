@@ -22,8 +22,8 @@ from typing import Any
 
 import pytest
 
-from corral.core.server import free_port
 from tests.identity.conftest import wait_for_compute_host
+from tests.support.ports import free_port
 from tests.support.process import CorralProcess, write_config
 
 pytestmark = [pytest.mark.slow, pytest.mark.backends("first")]

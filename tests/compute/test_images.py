@@ -22,9 +22,9 @@ from corral.compute.db import api_queries as q
 from corral.compute.domain.images import check_flavor_image
 from corral.compute.glance import Credentials, GlanceClient
 from corral.core import errors
-from corral.core.server import free_port
 from tests.compute.conftest import IMAGE, ComputeServer
 from tests.image.conftest import active, create
+from tests.support.ports import free_port
 
 USER_A = "user-a:project-a"
 USER_B = "user-b:project-b"

@@ -22,11 +22,11 @@ import requests
 import sqlalchemy as sa
 
 from corral.core import configdrive
-from corral.core.server import free_port
 from tests.baremetal.support import wait_for
+from tests.support import osc
 from tests.support.databases import DatabaseFactory
 from tests.support.images import active_image
-from tests.support import osc
+from tests.support.ports import free_port
 from tests.support.process import CorralProcess, write_config
 
 pytestmark = pytest.mark.slow

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 import requests
 
-from corral.core.server import free_port
 from tests.support.images import active_image
+from tests.support.ports import free_port
 from tests.support.process import CorralProcess, write_config
 
 pytestmark = pytest.mark.slow

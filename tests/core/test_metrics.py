@@ -23,7 +23,7 @@ import requests
 from prometheus_client.parser import text_string_to_metric_families
 
 from corral.core import config, metrics, startup
-from corral.core.server import free_port
+from tests.support.ports import free_port
 from tests.support.process import CorralProcess, write_config
 
 USER, PASSWORD = "prometheus", "scrape-secret"

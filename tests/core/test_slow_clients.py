@@ -254,7 +254,7 @@ def test_the_worker_class_serves_a_wsgi_entry_point_under_gunicorn(data_dir: Pat
     import os
     import subprocess
 
-    from corral.core.server import free_port
+    from tests.support.ports import free_port
 
     config = write_config(tmp_path / "corral.conf", {"api": {"auth_strategy": "noauth2"}})
     assert subprocess.run([sys.executable, "-m", "corral", "db", "upgrade", "--config-file", str(config),

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import requests
 
-from corral.core.server import free_port
+from tests.support.ports import free_port
 from tests.support.process import CorralProcess, write_config
 
 

@@ -127,7 +127,7 @@ def test_serve_refuses_to_make_new_keys_for_a_database_in_use(cli: Cli, tmp_path
     import subprocess
     import sys
 
-    from corral.core.server import free_port
+    from tests.support.ports import free_port
 
     cli.run("db", "upgrade")
     cli.run("identity", "bootstrap", "--password", "pw")

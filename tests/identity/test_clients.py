@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 import yaml
 
-from corral.core.server import free_port
+from tests.support.ports import free_port
 from tests.support.process import CorralProcess, write_config
 
 pytestmark = [

@@ -17,9 +17,9 @@ import pytest
 import requests
 import yaml
 
-from corral.core.server import free_port
 from tests.identity.conftest import wait_for_compute_host
 from tests.support.images import active_image
+from tests.support.ports import free_port
 from tests.support.process import CorralProcess, write_config
 
 pytestmark = [pytest.mark.slow, pytest.mark.backends("first")]

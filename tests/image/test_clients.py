@@ -23,8 +23,8 @@ from typing import Any
 import pytest
 import yaml
 
-from corral.core.server import free_port
 from tests.support.databases import DatabaseFactory
+from tests.support.ports import free_port
 from tests.support.process import CorralProcess, write_config
 
 pytestmark = [

@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 import requests
 
-from corral.core.server import free_port
 from tests.support.databases import DatabaseFactory
+from tests.support.ports import free_port
 from tests.support.process import CorralProcess, write_config
 
 pytestmark = pytest.mark.slow

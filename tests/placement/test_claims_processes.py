@@ -16,8 +16,8 @@ from collections.abc import Iterator
 import pytest
 import requests
 
-from corral.core.server import free_port
 from tests.support.databases import DatabaseFactory
+from tests.support.ports import free_port
 from tests.support.process import CorralProcess, write_config
 
 WRITERS = 8

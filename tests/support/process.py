@@ -13,7 +13,7 @@ from typing import Any
 
 import requests
 
-from corral.core.server import free_port
+from tests.support.ports import free_port
 
 
 def write_config(path: Path, sections: dict[str, dict[str, Any]]) -> Path:
