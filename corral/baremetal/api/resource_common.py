@@ -13,8 +13,9 @@ from corral.baremetal.api import common
 from corral.baremetal.api.resource_views import ResourceView, request_not_acceptable
 from corral.baremetal.api.state import BaremetalState
 from corral.baremetal.db import nodes as node_db
+from corral.baremetal.db import ports as port_db
 from corral.baremetal.domain import ports as port_rules
-from corral.core.errors import BadRequest
+from corral.core.errors import BadRequest, NotFound
 
 
 def validator(schema: Mapping[str, Any]) -> jsonschema.Draft7Validator:
@@ -116,4 +117,37 @@ def node_for_child(state: BaremetalState, req: falcon.Request, ident: str, *, fi
             node = None
     if node is None or not common.can_see(req, node):
         raise BadRequest(f"Node {ident} could not be found.")
+    return node
+
+
+def owner_view(row: dict[str, Any]) -> dict[str, Any]:
+    """The owner and lessee of a port group's node, as the policy checks read them."""
+    return {"owner": row.get("node_owner"), "lessee": row.get("node_lessee")}
+
+
+def find_portgroup(state: BaremetalState, req: falcon.Request, ident: str) -> dict[str, Any]:
+    """The port group named or numbered ``ident``, 404 when missing or not the caller's to see."""
+    with state.db.read() as conn:
+        if uuidutils.is_uuid_like(ident):
+            portgroup = port_db.get_portgroup(conn, uuid=ident)
+        else:
+            portgroup = port_db.get_portgroup(conn, name=ident)
+    if portgroup is None or not common.can_see(req, owner_view(portgroup)):
+        raise NotFound(f"Portgroup {ident} could not be found.")
+    return portgroup
+
+
+def patched_node(state: BaremetalState, req: falcon.Request, row: dict[str, Any], ident: str) -> dict[str, Any]:
+    """The node a patched record belongs to; a new one must be visible and have the same owner."""
+    with state.db.read() as conn:
+        current = node_db.get(conn, node_id=row["node_id"])
+        if ident == row["node_uuid"]:
+            node = current
+        elif uuidutils.is_uuid_like(ident):
+            node = node_db.get(conn, uuid=ident)
+        else:
+            node = node_db.get(conn, name=ident)
+    if node is None or not common.can_see(req, node) or (current or {}).get("owner") != node.get("owner"):
+        # The same answer whether the node is missing or not the caller's (nothing disclosed).
+        raise BadRequest(f"Unable to apply the requested node_uuid '{ident}'. Requested value was invalid.")
     return node

@@ -20,10 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from corral.identity.domain.tokens import TokenPayload
+from typing import Protocol
 
 AUDIT = "audit"
 USER = "user"
@@ -34,6 +31,40 @@ ROLE = "role"
 APP_CRED = "app_cred"
 
 Key = tuple[str, str, "str | None"]
+
+
+class RevocableToken(Protocol):
+    """What matching reads of a token's payload (tokens' ``TokenPayload`` is one)."""
+
+    @property
+    def user_id(self) -> str: ...
+
+    @property
+    def user_domain_id(self) -> str: ...
+
+    @property
+    def scope(self) -> str | None: ...
+
+    @property
+    def scope_id(self) -> str | None: ...
+
+    @property
+    def project_domain_id(self) -> str | None: ...
+
+    @property
+    def roles(self) -> tuple[str, ...]: ...
+
+    @property
+    def audit_ids(self) -> tuple[str, ...]: ...
+
+    @property
+    def app_cred_id(self) -> str | None: ...
+
+    @property
+    def issued_at(self) -> int: ...
+
+    @property
+    def revocation_keys(self) -> tuple[Key, ...]: ...
 
 
 @dataclass(frozen=True)
@@ -49,7 +80,7 @@ class RevocationEvent:
         return (self.kind, self.subject, self.scope)
 
 
-def keys_of(payload: TokenPayload) -> tuple[Key, ...]:
+def keys_of(payload: RevocableToken) -> tuple[Key, ...]:
     """Every event key that can revoke ``payload``."""
     keys: list[Key] = [(AUDIT, payload.audit_ids[0], None), (USER, payload.user_id, None),
                        (DOMAIN, payload.user_domain_id, None)]
@@ -80,7 +111,7 @@ class RevocationIndex:
     def __len__(self) -> int:
         return len(self._latest)
 
-    def revokes(self, payload: TokenPayload) -> bool:
+    def revokes(self, payload: RevocableToken) -> bool:
         latest = self._latest
         if not latest:
             return False

@@ -24,6 +24,8 @@ import orjson
 from cryptography.fernet import InvalidToken as FernetInvalidToken
 from cryptography.fernet import MultiFernet
 
+from corral.identity.domain.revocation import keys_of
+
 FORMAT_VERSION = 1
 PROJECT = "project"
 DOMAIN = "domain"
@@ -94,8 +96,6 @@ class TokenPayload:
         return payload.with_revocation_keys()
 
     def with_revocation_keys(self) -> TokenPayload:
-        from corral.identity.domain.revocation import keys_of
-
         object.__setattr__(self, "revocation_keys", keys_of(self))
         return self
 

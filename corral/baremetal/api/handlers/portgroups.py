@@ -11,7 +11,6 @@ from oslo_utils import uuidutils
 
 from corral.baremetal.api import common, links, resource_common, schemas
 from corral.baremetal.api.handlers.nodes import apply_patch
-from corral.baremetal.api.handlers.ports import port_node
 from corral.baremetal.api.resource_views import PORTGROUP, collection_body, parse_fields, request_not_acceptable, \
     return_fields
 from corral.baremetal.api.state import BaremetalState
@@ -75,21 +74,6 @@ def _normalized(body: Any, what: str = "portgroup") -> dict[str, Any]:
 
 def _valid_name(name: str) -> bool:
     return re.match(schemas.NAME_PATTERN, name) is not None and not uuidutils.is_uuid_like(name)
-
-
-def _owner_view(row: dict[str, Any]) -> dict[str, Any]:
-    return {"owner": row.get("node_owner"), "lessee": row.get("node_lessee")}
-
-
-def find_portgroup(state: BaremetalState, req: falcon.Request, ident: str) -> dict[str, Any]:
-    with state.db.read() as conn:
-        if uuidutils.is_uuid_like(ident):
-            portgroup = port_db.get_portgroup(conn, uuid=ident)
-        else:
-            portgroup = port_db.get_portgroup(conn, name=ident)
-    if portgroup is None or not common.can_see(req, _owner_view(portgroup)):
-        raise NotFound(f"Portgroup {ident} could not be found.")
-    return portgroup
 
 
 # --------------------------------------------------------------- create
@@ -207,15 +191,15 @@ def _node_version(req: falcon.Request) -> None:
 
 def show(state: BaremetalState, req: falcon.Request, resp: falcon.Response, portgroup_ident: str) -> None:
     _check_version(req)
-    portgroup = find_portgroup(state, req, portgroup_ident)
-    common.authorize(state, req, "baremetal:portgroup:get", _owner_view(portgroup))
+    portgroup = resource_common.find_portgroup(state, req, portgroup_ident)
+    common.authorize(state, req, "baremetal:portgroup:get", resource_common.owner_view(portgroup))
     send_json(resp, PORTGROUP.body(req, portgroup, parse_fields(PORTGROUP, req)))
 
 
 def patch(state: BaremetalState, req: falcon.Request, resp: falcon.Response, portgroup_ident: str) -> None:
     _check_version(req)
-    portgroup = find_portgroup(state, req, portgroup_ident)
-    common.authorize(state, req, "baremetal:portgroup:update", _owner_view(portgroup))
+    portgroup = resource_common.find_portgroup(state, req, portgroup_ident)
+    common.authorize(state, req, "baremetal:portgroup:update", resource_common.owner_view(portgroup))
     operations = common.json_body(state, req)
     schemas.validate(schemas.PATCH, operations, "patch")
     for field, version in _BODY_VERSIONS.items():
@@ -235,7 +219,7 @@ def patch(state: BaremetalState, req: falcon.Request, resp: falcon.Response, por
         if patched.get(name) is None:
             patched[name] = {}
     values = _normalized(patched, "patch")
-    node = port_node(state, req, portgroup, values["node_uuid"])
+    node = resource_common.patched_node(state, req, portgroup, values["node_uuid"])
     if node["provision_state"] == "inspecting":
         raise Conflict(f'Cannot update portgroup "{portgroup["uuid"]}" on node "{node["uuid"]}" while it is in '
                        'state "inspecting".')
@@ -254,8 +238,8 @@ def patch(state: BaremetalState, req: falcon.Request, resp: falcon.Response, por
 
 def delete(state: BaremetalState, req: falcon.Request, resp: falcon.Response, portgroup_ident: str) -> None:
     _check_version(req)
-    portgroup = find_portgroup(state, req, portgroup_ident)
-    common.authorize(state, req, "baremetal:portgroup:delete", _owner_view(portgroup))
+    portgroup = resource_common.find_portgroup(state, req, portgroup_ident)
+    common.authorize(state, req, "baremetal:portgroup:delete", resource_common.owner_view(portgroup))
     with state.db.read() as conn:
         node = node_db.get(conn, node_id=portgroup["node_id"])
     assert node is not None

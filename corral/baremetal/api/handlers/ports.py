@@ -306,9 +306,7 @@ def _filters(state: BaremetalState, req: falcon.Request, *, node_ident: str | No
 
 
 def _find_portgroup_id(state: BaremetalState, req: falcon.Request, ident: str) -> int:
-    from corral.baremetal.api.handlers.portgroups import find_portgroup
-
-    return find_portgroup(state, req, ident)["id"]
+    return resource_common.find_portgroup(state, req, ident)["id"]
 
 
 def list_ports(state: BaremetalState, req: falcon.Request, resp: falcon.Response) -> None:
@@ -375,7 +373,7 @@ def patch(state: BaremetalState, req: falcon.Request, resp: falcon.Response, por
     patched["node_uuid"] = new_node_ident
     values = _normalized({key: value for key, value in patched.items() if value is not None or key in COLUMNS
                           if not (key == "address" and value is None)}, "patch")
-    node = port_node(state, req, port, values["node_uuid"])
+    node = resource_common.patched_node(state, req, port, values["node_uuid"])
     portgroup_id = port["portgroup_id"]
     if resource_common.is_path_updated(operations, "/portgroup_uuid"):
         portgroup_id = None
@@ -401,22 +399,6 @@ def patch(state: BaremetalState, req: falcon.Request, resp: falcon.Response, por
         updated = port_db.get_port(conn, port_id=port["id"])
     assert updated is not None
     send_json(resp, PORT.body(req, updated))
-
-
-def port_node(state: BaremetalState, req: falcon.Request, row: dict[str, Any], ident: str) -> dict[str, Any]:
-    """The node a patched record belongs to; a new one must be visible and have the same owner."""
-    with state.db.read() as conn:
-        current = node_db.get(conn, node_id=row["node_id"])
-        if ident == row["node_uuid"]:
-            node = current
-        elif uuidutils.is_uuid_like(ident):
-            node = node_db.get(conn, uuid=ident)
-        else:
-            node = node_db.get(conn, name=ident)
-    if node is None or not common.can_see(req, node) or (current or {}).get("owner") != node.get("owner"):
-        # The same answer whether the node is missing or not the caller's (nothing disclosed).
-        raise BadRequest(f"Unable to apply the requested node_uuid '{ident}'. Requested value was invalid.")
-    return node
 
 
 def _portgroup_for_patch(state: BaremetalState, uuid: str) -> int:

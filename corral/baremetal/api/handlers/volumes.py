@@ -11,7 +11,6 @@ from oslo_utils import uuidutils
 
 from corral.baremetal.api import common, links, resource_common, schemas
 from corral.baremetal.api.handlers.nodes import apply_patch
-from corral.baremetal.api.handlers.ports import port_node
 from corral.baremetal.api.resource_views import CONNECTOR, TARGET, ResourceView, collection_body, parse_fields, \
     return_fields
 from corral.baremetal.api.state import BaremetalState
@@ -225,7 +224,7 @@ def _patch(state: BaremetalState, req: falcon.Request, resp: falcon.Response, ki
     current["node_uuid"] = row["node_uuid"]
     patched = apply_patch(current, operations)
     values = _normalized(kind, {key: value for key, value in patched.items() if value is not None}, "patch")
-    node = port_node(state, req, row, values["node_uuid"])
+    node = resource_common.patched_node(state, req, row, values["node_uuid"])
     changes = {key: values.get(key) for key in kind.columns}
     for name in ("extra", "properties"):
         if name in changes and changes[name] is None:
