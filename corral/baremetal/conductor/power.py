@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from datetime import UTC, datetime
 from typing import Any
 
 from corral.baremetal.domain import states
@@ -50,4 +51,8 @@ def power_action(task: Any, target: str, timeout: int | None = None) -> None:
             last_error=f"Failed to change power state to '{target}' by '{target}'. Error: {error}",
         )
         return
-    task.update(power_state=final, target_power_state=None, last_error=None)
+    # Upstream stamps every change the hardware made (not a request for the
+    # state the node is already in) in driver_internal_info, naive UTC.
+    info = {**(task.node["driver_internal_info"] or {}),
+            "last_power_state_change": datetime.now(UTC).replace(tzinfo=None).isoformat()}
+    task.update(power_state=final, target_power_state=None, last_error=None, driver_internal_info=info)
