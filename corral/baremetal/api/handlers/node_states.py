@@ -67,7 +67,7 @@ def set_provision_state(state: BaremetalState, req: falcon.Request, resp: falcon
         raise BadRequest("Missing mandatory parameter: target")
     version = VERB_VERSIONS.get(target)
     if version is not None and not req.context.at_least(*version):
-        raise NotAcceptable("Request not acceptable.") if target != "clean" else views.not_acceptable(version)
+        raise NotAcceptable("Request not acceptable.")
     if target in ("active", "deploy", "rebuild") and node["maintenance"]:
         raise BadRequest(
             f"The provisioning operation can't be performed on node {node['uuid']} because it's in maintenance mode."
