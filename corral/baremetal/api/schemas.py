@@ -162,6 +162,12 @@ CLEAN_STEPS = {
             "args": {"description": "additional args", "type": "object", "properties": {}},
             "order": {"anyOf": [{"type": "integer", "minimum": 0},
                                 {"type": "string", "minLength": 1, "pattern": "^[0-9]+$"}]},
+            # Upstream's keys for steps run on a parent's child nodes; Corral
+            # refuses them when they ask for that (see node_states).
+            "execute_on_child_nodes": {"description": "Boolean if the step should be executed on child nodes.",
+                                       "type": "boolean"},
+            "limit_child_node_execution": {"description": "List of nodes upon which to execute child node steps on.",
+                                           "type": "array"},
         },
         "additionalProperties": False,
     },

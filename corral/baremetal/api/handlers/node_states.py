@@ -52,6 +52,14 @@ def get_states(state: BaremetalState, req: falcon.Request, resp: falcon.Response
     send_json(resp, views.states_body(req, node))
 
 
+def _validate_steps(steps: list[dict[str, Any]], field: str) -> None:
+    schemas.validate_full(schemas.CLEAN_STEPS, steps, f"Invalid {field}")
+    # Upstream's schema has the keys; Corral never runs a step on child
+    # nodes, and must not pretend it did.
+    if any(step.get("execute_on_child_nodes") for step in steps):
+        raise BadRequest(f"Invalid {field}: running steps on child nodes is not supported")
+
+
 def set_provision_state(state: BaremetalState, req: falcon.Request, resp: falcon.Response,
                         node_ident: str) -> None:
     node = common.find_node(state, req, node_ident)
@@ -94,7 +102,7 @@ def set_provision_state(state: BaremetalState, req: falcon.Request, resp: falcon
     if target == "clean":
         if not clean_steps:
             raise BadRequest('"clean_steps" is required when setting target provision state to clean')
-        schemas.validate_full(schemas.CLEAN_STEPS, clean_steps, "Invalid clean_steps")
+        _validate_steps(clean_steps, "clean_steps")
     elif clean_steps:
         raise BadRequest('"clean_steps" is only valid when setting target provision state to clean')
     deploy_steps = body.get("deploy_steps")
@@ -121,7 +129,7 @@ def set_provision_state(state: BaremetalState, req: falcon.Request, resp: falcon
     if target == "service":
         if not service_steps:
             raise BadRequest('"service_steps" is required when setting target provision state to service')
-        schemas.validate_full(schemas.CLEAN_STEPS, service_steps, "Invalid service_steps")
+        _validate_steps(service_steps, "service_steps")
     common.conductor_call(
         state, node, "do_provisioning_action", action=target, clean_steps=clean_steps,
         configdrive=body.get("configdrive"), rescue_password=body.get("rescue_password"),
