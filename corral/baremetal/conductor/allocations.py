@@ -263,10 +263,14 @@ def node_db_traits(conductor: ConductorCore, node_id: int) -> list[str]:
 def _backfill(conn: Any, row: dict[str, Any], traits: list[str], node: Mapping[str, Any], host: str,
               generation: int | None) -> int:
     allocation_id = allocation_db.insert(conn, row, traits)
-    # UPDATE nodes SET instance_uuid = :uuid, allocation_id = :id
+    # Upstream stores the allocation, then records it active: updated_at is set.
+    allocation_db.update(conn, allocation_id, {})
+    # The node records the requested traits as an allocated node does.
+    values = {"instance_uuid": row["uuid"], "allocation_id": allocation_id,
+              "instance_info": domain.instance_info_for({"traits": traits}, node)}
+    # UPDATE nodes SET instance_uuid = :uuid, allocation_id = :id, instance_info = :info
     #   WHERE id = :node_id AND reservation = :host AND lock_generation = :generation
-    if not node_db.update(conn, node["id"], {"instance_uuid": row["uuid"], "allocation_id": allocation_id},
-                          reservation=host, generation=generation):
+    if not node_db.update(conn, node["id"], values, reservation=host, generation=generation):
         raise locks.LockLost(node["uuid"], host)  # rolls the allocation back
     return allocation_id
 
