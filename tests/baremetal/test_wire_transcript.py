@@ -159,9 +159,6 @@ KNOWN: list[tuple[str, str]] = [
      "body.reservation"),
     ('PATCH /v1/nodes/wp-n3 [{"op": "replace", "path": "/instance_uuid", "value": "<uuid-10>"}]', "body.reservation"),
     ('PATCH /v1/nodes/wp-n3 [{"op": "remove", "path": "/instance_uuid"}]', "body.reservation"),
-    # A node's allocation below 1.52: upstream's 404 has no version headers and no description.
-    ("GET /v1/nodes/wp-n3/allocation", "header x-openstack-ironic-api-"),
-    ("GET /v1/nodes/wp-n3/allocation", "body.error_message(decoded).description"),
 ]
 
 # ------------------------------------------------- unrecorded setup steps

@@ -10,7 +10,7 @@ from oslo_config import cfg
 
 from corral.baremetal import conf as baremetal_conf
 from corral.baremetal.api import policies
-from corral.baremetal.api.errors import MALFORMED_VERSION, format_error
+from corral.baremetal.api.errors import NO_VERSION_HEADERS, format_error
 from corral.baremetal.api.routes import ROUTES
 from corral.baremetal.api.state import BaremetalState
 from corral.baremetal.microversions import LEGACY_HEADER, MAX_VERSION, MIN_VERSION, SERVICE_TYPE, SPEC
@@ -50,7 +50,7 @@ def _version_miss(req: falcon.Request, method: str) -> errors.ApiError:
 def _headers(conf: cfg.ConfigOpts):  # noqa: ANN202 - closure
     def add(req: falcon.Request, resp: falcon.Response) -> None:
         resp.set_header("openstack-request-id", req.context.request_id)
-        if req.context.extras.get(MALFORMED_VERSION):
+        if req.context.extras.get(NO_VERSION_HEADERS):
             return
         resp.set_header("X-OpenStack-Ironic-API-Minimum-Version", MIN_VERSION)
         resp.set_header("X-OpenStack-Ironic-API-Maximum-Version", MAX_VERSION)

@@ -16,9 +16,10 @@ import orjson
 
 from corral.core import errors
 
-# Set on the request when the version header could not be parsed at all:
-# upstream's answer then carries no version headers.
-MALFORMED_VERSION = "baremetal.malformed_version"
+# Set on the request when upstream's answer carries no version headers: the
+# version header could not be parsed at all, or upstream's router refused
+# the path before its version hook ran (errors raised with ``bare=True``).
+NO_VERSION_HEADERS = "baremetal.no_version_headers"
 
 
 class RetryLater(errors.ApiError):
@@ -40,8 +41,8 @@ def inner_document(error: errors.ApiError) -> dict[str, object]:
 
 
 def format_error(req: falcon.Request, error: errors.ApiError) -> tuple[bytes, str]:
-    if isinstance(error, errors.VersionNotAcceptable) and error.malformed:
-        req.context.extras[MALFORMED_VERSION] = True
+    if (isinstance(error, errors.VersionNotAcceptable) and error.malformed) or error.extra.get("bare"):
+        req.context.extras[NO_VERSION_HEADERS] = True
     if isinstance(error, RetryLater):
         body: dict[str, object] = {"message": error.message}
         return orjson.dumps(body), falcon.MEDIA_JSON

@@ -376,9 +376,9 @@ def delete(state: BaremetalState, req: falcon.Request, resp: falcon.Response, al
 
 def _node_allocation(state: BaremetalState, req: falcon.Request, node_ident: str) -> dict[str, Any]:
     if not req.context.at_least(*ALLOCATIONS_VERSION):
-        if req.method in ("GET", "HEAD"):
-            raise NotFound("The resource could not be found.", routing=True)
-        raise MethodNotAllowed("The method specified is not allowed for this resource.", routing=True)
+        # Upstream's node router aborts before its version hook: a bare 404
+        # for every method, without version headers or a description.
+        raise NotFound("", routing=True, bare=True)
     node = common.find_node(state, req, node_ident)
     allocation = None
     if node.get("allocation_id"):
