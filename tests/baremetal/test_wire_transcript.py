@@ -153,12 +153,6 @@ DIVERGENCES: dict[str, tuple[int, str]] = {
 
 # Differences not fixed yet: (request, start of the difference's text).
 KNOWN: list[tuple[str, str]] = [
-    # Upstream answers a node PATCH with the node still locked by its conductor.
-    ('PATCH /v1/nodes/wp-n1 [{"op": "replace", "path": "/extra/k", "value": "v2"}, {"op": "add", '
-     '"path": "/properties/memory_mb", "value": 1024}, {"op": "add", "path": "/description", "value": "probe"}]',
-     "body.reservation"),
-    ('PATCH /v1/nodes/wp-n3 [{"op": "replace", "path": "/instance_uuid", "value": "<uuid-10>"}]', "body.reservation"),
-    ('PATCH /v1/nodes/wp-n3 [{"op": "remove", "path": "/instance_uuid"}]', "body.reservation"),
 ]
 
 # ------------------------------------------------- unrecorded setup steps

@@ -238,7 +238,8 @@ class Conductor(allocations.AllocationWork, node_extras.NodeExtras, ports.PortWo
     def ping(self) -> str:
         return self.host
 
-    def update_node(self, node_id: int, values: dict[str, Any]) -> None:
+    def update_node(self, node_id: int, values: dict[str, Any]) -> str:
+        """Write ``values`` under the node's lock; returns this conductor's host, the lock's holder."""
         with self._locked(node_id) as task:
             rules.check_update(task.node, values)
             values = rules.implied_changes(task.node, values)
@@ -248,11 +249,13 @@ class Conductor(allocations.AllocationWork, node_extras.NodeExtras, ports.PortWo
                 values = {**values, **self.drivers.resolve_interfaces(merged["driver"], requested)}
             try:
                 allocations.release_for_update(task, values)
-                task.update(**values)
+                if values:
+                    task.update(**values)
             except Exception as error:
                 if is_duplicate(error):
                     raise _duplicate(values) from None
                 raise
+        return self.host
 
     def destroy_node(self, node_id: int) -> None:
         with self._locked(node_id) as task:

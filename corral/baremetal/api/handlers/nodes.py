@@ -384,13 +384,14 @@ def patch(state: BaremetalState, req: falcon.Request, resp: falcon.Response, nod
         merged = {**node, **changes}
         requested = {f"{name}_interface": merged.get(f"{name}_interface") for name in INTERFACE_TYPES}
         state.drivers.resolve_interfaces(merged["driver"], requested)
-    if changes:
-        # The node as the conductor owning it now will see it (the old owner before a move).
-        common.conductor_call(state, node, "update_node", values=changes)
+    # The node as the conductor owning it now will see it (the old owner before a move).
+    # Upstream sends every patch, changes or not, through the conductor, which
+    # answers with the node as saved under its lock: `reservation` names it.
+    host = common.conductor_call(state, node, "update_node", values=changes)
     with state.db.read() as conn:
         updated = node_db.get(conn, node_id=node["id"])
     assert updated is not None
-    send_json(resp, _full(state, req, updated))
+    send_json(resp, _full(state, req, {**updated, "reservation": updated["reservation"] or host}))
 
 
 # Fields with a policy rule of their own; the others need "baremetal:node:update".
