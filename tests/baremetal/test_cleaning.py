@@ -98,6 +98,10 @@ def test_clean_request_validation(baremetal) -> None:
     assert "'step' is a required property" in faultstring(response)
     response = clean(client, [{"interface": "bios", "step": "factory_reset", "args": []}])
     assert response.status_code == 400
+    # Upstream's keys for child nodes are taken; running a step on them is not something Corral does.
+    response = clean(client, [{"interface": "bios", "step": "factory_reset", "execute_on_child_nodes": True}])
+    assert response.status_code == 400
+    assert faultstring(response) == "Invalid clean_steps: running steps on child nodes is not supported"
     response = provision(client, "n1", "provide", clean_steps=[{"interface": "bios", "step": "factory_reset"}])
     assert response.status_code == 400
     assert faultstring(response) == '"clean_steps" is only valid when setting target provision state to clean'
@@ -105,8 +109,13 @@ def test_clean_request_validation(baremetal) -> None:
     response = old.put(f"/v1/nodes/{node['uuid']}/states/provision",
                        json={"target": "clean", "clean_steps": [{"interface": "bios", "step": "factory_reset"}]})
     assert response.status_code == 406
+    assert faultstring(response) == "Request not acceptable."
     after = client.get("/v1/nodes/n1").json()
     assert (after["provision_state"], after["last_error"]) == ("manageable", None)
+    response = clean(client, [{"interface": "bios", "step": "factory_reset", "execute_on_child_nodes": False,
+                               "limit_child_node_execution": []}])
+    assert response.status_code == 202
+    assert wait_for_state(client, "n1", "manageable")["last_error"] is None
 
 
 def test_clean_only_from_manageable(baremetal) -> None:
