@@ -30,7 +30,8 @@ import requests
 from corral.compute.virt.ironic import BareMetalError, negotiate_version
 from corral.core import configdrive
 from tests.baremetal.support import wait_for
-from tests.compute.ironic_support import BareMetalCloud, corral_sections
+# The same client of corral serve as the ironic driver's tests against Corral's own Bare Metal.
+from tests.compute.test_ironic_driver import BareMetalCloud
 from tests.support.databases import DatabaseFactory
 from tests.support.images import active_image
 from tests.support.ports import free_port
@@ -42,7 +43,7 @@ SETUP_DIR = Path(os.environ.get("CORRAL_UPSTREAM_IRONIC_DIR", "/var/tmp/corral-u
 USER, PASSWORD = "nova", "upstream-ironic-password"
 RESOURCE_CLASS = "baremetal-gold"
 FAKE_INTERFACES = {"boot_interface": "fake", "deploy_interface": "fake", "power_interface": "fake",
-                   "management_interface": "fake"}
+                   "management_interface": "fake", "rescue_interface": "fake"}
 
 
 def _setup() -> dict[str, str]:
@@ -91,7 +92,7 @@ class UpstreamIronic:
                 "enabled_network_interfaces": "noop", "enabled_storage_interfaces": "noop",
                 "enabled_inspect_interfaces": "no-inspect", "enabled_vendor_interfaces": "no-vendor",
                 "enabled_raid_interfaces": "no-raid", "enabled_bios_interfaces": "no-bios",
-                "enabled_console_interfaces": "no-console", "enabled_rescue_interfaces": "no-rescue",
+                "enabled_console_interfaces": "no-console",
                 "enabled_firmware_interfaces": "no-firmware",
             },
             "api": {"host_ip": "127.0.0.1", "port": self.port},
@@ -179,10 +180,21 @@ def clouds(database_factory: DatabaseFactory,
     ironic = UpstreamIronic(setup, base)
     process: CorralProcess | None = None
     try:
-        sections = corral_sections(database_factory, "metal-host", database_factory.new_url("baremetal"))
-        sections["ironic"].update({"endpoint_override": ironic.url, "auth_type": "http_basic",
-                                   "username": USER, "password": PASSWORD})
-        config = write_config(base / "corral.conf", sections)
+        config = write_config(base / "corral.conf", {
+            "DEFAULT": {"host": "metal-host", "update_resources_interval": 1, "sync_power_state_interval": 1},
+            "compute": {"poll_interval": 0.1, "cell0_connection": database_factory.new_url("cell0")},
+            # As upstream Nova reaches a standalone Ironic.
+            "ironic": {"endpoint_override": ironic.url, "auth_type": "http_basic", "username": USER,
+                       "password": PASSWORD, "api_retry_interval": 0.1},
+            "identity": {"password_hash_rounds": 8},
+            "identity_database": {"connection": database_factory.new_url("identity")},
+            "placement_database": {"connection": database_factory.new_url("placement")},
+            "image_database": {"connection": database_factory.new_url("image")},
+            "baremetal_database": {"connection": database_factory.new_url("baremetal")},
+            "api_database": {"connection": database_factory.new_url("compute_api")},
+            "database": {"connection": database_factory.new_url("cell1")},
+            "corral_database": {"max_pool_size": 4, "max_overflow": 8},
+        })
         # Both start at once: Corral's compute service reads the nodes again every second.
         process = CorralProcess(config, base / "state", port=free_port(), extra_args=["--migrate"]).start(
             wait_path="/identity/v3", timeout=120)
@@ -247,6 +259,15 @@ def test_servers_on_upstream_ironic_nodes(clouds: tuple[BareMetalCloud, Upstream
     cloud.osc("server", "start", server_id, json_output=False)
     assert cloud.wait_server(server_id, "ACTIVE")["OS-EXT-STS:power_state"] == 1
     assert ironic.node(node_uuid)["power_state"] == "power on"
+
+    # Rescue and unrescue are the node's provision targets. (Not rebuild: Ironic 39 answers its
+    # rebuild target with a 500 when it cannot read the image from an image service.)
+    cloud.osc("server", "rescue", server_id, json_output=False)
+    cloud.wait_server(server_id, "RESCUE")
+    assert ironic.node(node_uuid)["provision_state"] == "rescue"
+    cloud.osc("server", "unrescue", server_id, json_output=False)
+    cloud.wait_server(server_id, "ACTIVE")
+    assert ironic.node(node_uuid)["provision_state"] == "active"
 
     cloud.osc("server", "delete", server_id, json_output=False)
     wait_for(lambda: cloud.api("GET", f"/compute/v2.1/servers/{server_id}").status_code == 404,
