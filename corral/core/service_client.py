@@ -8,8 +8,8 @@ local_port``, and authenticates as Corral's service user (see
 :mod:`corral.core.service_auth`) unless a call forwards a user's token, as
 Nova forwards the user's token to Glance so that the user's view of
 images counts; ``[<group>] auth_type = none`` or ``http_basic`` reach a
-standalone service (see :mod:`corral.core.service_auth`).  Connection failures and 5xx answers are retried
-``num_retries`` times.
+standalone service (see :mod:`corral.core.service_auth`).  Connection
+failures and 5xx answers are retried ``num_retries`` times.
 """
 
 from __future__ import annotations
