@@ -348,7 +348,22 @@ class ComputeManager:
             instances = [i for i in cq.host_instances(conn, self.host)
                          if i["vm_state"] == states.BUILDING and i["task_state"] == states.SPAWNING]
         for instance in instances:
-            self._submit(instance["uuid"], lambda instance=instance: self._build(instance))
+            self._submit(instance["uuid"], lambda instance=instance: self._build_if_spawning(instance))
+
+    def _build_if_spawning(self, instance: dict[str, Any]) -> None:
+        """Build the server if it is still to be built here, as read now, not when the pass listed it.
+
+        A build leaves the busy set only once its server is ACTIVE or ERROR,
+        but the listing may predate that: a second build of an ACTIVE server
+        would deploy its node again (upstream Ironic accepts the same
+        instance_uuid twice, then refuses the deploy and the cleanup
+        undeploys the running server's node).
+        """
+        with self.cell_db.read() as conn:
+            current = cq.get_instance(conn, instance["uuid"])
+        if (current is not None and current["host"] == self.host and current["vm_state"] == states.BUILDING
+                and current["task_state"] == states.SPAWNING):
+            self._build(current)
 
     def _with_metadata(self, instance: dict[str, Any]) -> dict[str, Any]:
         """The instance with its metadata (what a config drive carries as ``meta``)."""

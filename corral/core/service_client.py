@@ -7,8 +7,9 @@ ironic.conf spell it), or at this Corral's own API on ``[<group>]
 local_port``, and authenticates as Corral's service user (see
 :mod:`corral.core.service_auth`) unless a call forwards a user's token, as
 Nova forwards the user's token to Glance so that the user's view of
-images counts.  Connection failures and 5xx answers are retried
-``num_retries`` times.
+images counts; ``[<group>] auth_type = none`` or ``http_basic`` reach a
+standalone service (see :mod:`corral.core.service_auth`).  Connection
+failures and 5xx answers are retried ``num_retries`` times.
 """
 
 from __future__ import annotations
@@ -83,11 +84,11 @@ class ServiceClient:
             return None
         return local_calls.app_for(self._conf)
 
-    def _service_token(self) -> str:
+    def _service_headers(self) -> dict[str, str]:
         with self._credentials_lock:
             if self._credentials is None:
                 self._credentials = ServiceCredentials(self._conf, self._group)
-        return self._credentials.token()
+        return self._credentials.headers()
 
     def call(self, method: str, path: str, *, token: str | None = None, **kwargs: Any) -> requests.Response:
         """One request; ``token`` (a user's) instead of the service's own."""
@@ -99,7 +100,8 @@ class ServiceClient:
             try:
                 response = self._session().request(
                     method, self.endpoint + path, timeout=options.request_timeout,
-                    headers={"X-Auth-Token": token or self._service_token(), **headers}, **kwargs)
+                    headers={**({"X-Auth-Token": token} if token else self._service_headers()), **headers},
+                    **kwargs)
             except requests.RequestException as error:
                 failures += 1
                 if failures > options.num_retries:

@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from corral.compute.db import cell_queries as cq
 from tests.compute.conftest import IMAGE, ComputeServer
 from tests.image.conftest import active
 
@@ -42,6 +43,23 @@ def _driver_calls(cloud: ComputeServer, server_id: str) -> list[str]:
 def _conflict(resp: Any) -> str:
     assert resp.status_code == 409, resp.text
     return str(resp.json()["conflictingRequest"]["message"])
+
+
+def test_a_server_listed_while_it_was_spawning_is_built_once(cloud: ComputeServer) -> None:
+    server_id = cloud.boot()
+    # What a compute pass lists just before a build ends elsewhere: the server still spawning.
+    listed = {}
+    for manager in cloud.managers.values():
+        with manager.cell_db.read() as conn:
+            listed.update({row["uuid"]: (manager, row) for row in cq.host_instances(conn, manager.host)})
+    manager, stale = listed[server_id]
+    assert stale["task_state"] == "spawning"
+    cloud.run_computes()
+    assert _show(cloud, server_id)["status"] == "ACTIVE"
+    # That listing comes round after the build has left the busy set: the server is not spawned again.
+    manager._build_if_spawning(stale)
+    assert _driver_calls(cloud, server_id) == ["spawn"]
+    assert _show(cloud, server_id)["status"] == "ACTIVE"
 
 
 def test_stop_then_start(cloud: ComputeServer, server: str) -> None:

@@ -60,11 +60,11 @@ class PlacementScheduler:
             self._local.session = session
         return session
 
-    def _token(self) -> str:
+    def _auth_headers(self) -> dict[str, str]:
         try:
             if self._credentials is None:
                 self._credentials = ServiceCredentials(self._conf, "placement")
-            return self._credentials.token()
+            return self._credentials.headers()
         except Exception as error:  # noqa: BLE001 - any failure to get credentials stops scheduling alike
             raise SchedulerUnavailable(f"no credentials for Placement: {error}") from error
 
@@ -73,7 +73,7 @@ class PlacementScheduler:
             try:
                 response = self._session().request(
                     method, self._endpoint + path, timeout=self._conf.placement.request_timeout,
-                    headers={"X-Auth-Token": self._token()}, **kwargs
+                    headers=self._auth_headers(), **kwargs
                 )
             except requests.RequestException as error:
                 raise SchedulerUnavailable(f"Placement at {self._endpoint} cannot be reached: {error}") from error

@@ -48,10 +48,16 @@ from corral.compute.virt.driver import ComputeDriver, InstanceInfo, InstanceNotF
 
 LOG = logging.getLogger(__name__)
 
-# The Bare Metal API version every request asks for: shards (1.82) and
-# everything before it (conductor groups 1.46, VIFs 1.28, rescue 1.38).
+# The Bare Metal API version the driver asks for when the server has it:
+# shards (1.82) and everything before it. The version is negotiated, as
+# upstream's SDK negotiates it: the lower of this and the server's maximum,
+# which must reach MIN_API_VERSION (conductor groups 1.46, VIFs 1.28,
+# rescue 1.38, upstream Nova's floor too); shards need 1.82.
 API_VERSION = "1.82"
+MIN_API_VERSION = "1.46"
+SHARD_API_VERSION = "1.82"
 VERSION_HEADER = "X-OpenStack-Ironic-API-Version"
+MAX_VERSION_HEADER = "X-OpenStack-Ironic-API-Maximum-Version"
 
 IRONIC_OPTS = [
     cfg.IntOpt("api_max_retries", default=60, min=0,
@@ -81,9 +87,10 @@ ERROR = "error"
 RESCUE = "rescue"
 RESCUEFAIL = "rescue failed"
 UNRESCUEFAIL = "unrescue failed"
-# Where an undeploy may be asked from; and where it is over for Compute (upstream's list).
-UNDEPLOYABLE = frozenset({ACTIVE, DEPLOYFAIL, ERROR, "deploying", "wait call-back", RESCUE, RESCUEFAIL,
-                          UNRESCUEFAIL, "rescue wait", "rescuing"})
+# Where an undeploy may be asked from (upstream's _UNPROVISION_STATES); and where it is over for Compute.
+UNDEPLOYABLE = frozenset({ACTIVE, DEPLOYFAIL, ERROR, "deploying", "wait call-back", "deploy hold", RESCUE,
+                          RESCUEFAIL, UNRESCUEFAIL, "rescue wait", "rescuing", "unrescuing", "servicing",
+                          "service wait", "service failed", "service hold"})
 UNDEPLOYED = frozenset({"cleaning", "clean wait", "clean failed", AVAILABLE, "manageable"})
 
 # Node power states -> the server's power states.
@@ -116,6 +123,28 @@ def node_reserved(node: dict[str, Any]) -> bool:
     )
 
 
+def _version(text: str) -> tuple[int, int]:
+    major, _, minor = text.strip().partition(".")
+    return int(major), int(minor or 0)
+
+
+def negotiate_version(server_max: str | None, shard: bool = False) -> str:
+    """The API version to ask a server whose maximum is ``server_max`` for (None: it sent none)."""
+    if not server_max:
+        return API_VERSION
+    try:
+        maximum = _version(server_max)
+    except ValueError:
+        return API_VERSION
+    if maximum < _version(MIN_API_VERSION):
+        raise BareMetalError(f"The Bare Metal API supports versions up to {server_max}; the ironic driver needs "
+                             f"{MIN_API_VERSION} or later.", code=406)
+    if shard and maximum < _version(SHARD_API_VERSION):
+        raise BareMetalError(f"[ironic] shard needs Bare Metal API {SHARD_API_VERSION}; the server supports versions "
+                             f"up to {server_max}.", code=406)
+    return API_VERSION if maximum >= _version(API_VERSION) else f"{maximum[0]}.{maximum[1]}"
+
+
 def _ring_position(key: str) -> int:
     return int.from_bytes(hashlib.md5(key.encode(), usedforsecurity=False).digest()[:8], "big")
 
@@ -141,15 +170,32 @@ class BareMetalError(VirtDriverError):
 
 
 class BareMetalClient:
-    """The few Bare Metal API calls the driver makes, at :data:`API_VERSION`."""
+    """The few Bare Metal API calls the driver makes, at the version negotiated with the server."""
 
     def __init__(self, conf: cfg.ConfigOpts) -> None:
         self._conf = conf
         self._client = ServiceClient(conf, "ironic", "/baremetal")
+        self._version: str | None = None
 
     @property
     def endpoint(self) -> str:
         return self._client.endpoint
+
+    @property
+    def version(self) -> str:
+        """Negotiated on first use from the maximum the server's ``/v1`` announces."""
+        if self._version is None:
+            try:
+                response = self._client.call("GET", "/v1")
+            except ServiceUnavailable as error:
+                raise BareMetalError(f"The Bare Metal API cannot be reached: {error}", code=503) from error
+            if response.status_code != 200:
+                raise BareMetalError(f"GET /v1 answered {response.status_code}: {_error_message(response)}",
+                                     code=response.status_code)
+            self._version = negotiate_version(response.headers.get(MAX_VERSION_HEADER),
+                                              shard=bool(self._conf.ironic.shard))
+            LOG.info("Bare Metal API at %s: version %s", self.endpoint, self._version)
+        return self._version
 
     def call(self, method: str, path: str, *, expect: tuple[int, ...] = (200,), **kwargs: Any) -> Any:
         """One request; a node locked by a conductor (409 "locked") is retried as upstream retries it."""
@@ -157,7 +203,7 @@ class BareMetalClient:
         attempts = 0
         while True:
             try:
-                response = self._client.call(method, path, headers={VERSION_HEADER: API_VERSION}, **kwargs)
+                response = self._client.call(method, path, headers={VERSION_HEADER: self.version}, **kwargs)
             except ServiceUnavailable as error:
                 raise BareMetalError(f"The Bare Metal API cannot be reached: {error}", code=503) from error
             if response.status_code in expect:
@@ -497,13 +543,14 @@ class IronicDriver(ComputeDriver):
         node_uuid = node["uuid"]
         if node.get("provision_state") in UNDEPLOYABLE:
             self._undeploy(node_uuid)
-        else:
-            # Never deployed: free it directly (upstream unplugs the VIFs and clears instance_info).
-            for vif in network_info:
-                self.client.detach_vif(node_uuid, str(vif["id"]))
-            if self.client.node(node_uuid).get("instance_uuid") == instance["uuid"]:
-                self.client.patch(node_uuid, [{"op": "remove", "path": "/instance_info"},
-                                              {"op": "remove", "path": "/instance_uuid"}])
+        # Then, as upstream's _cleanup_deploy: the VIFs unplugged (an undeploy leaves them attached on
+        # upstream Ironic) and, when the node never got deployed, its instance_info and instance_uuid cleared.
+        for vif in network_info:
+            self.client.detach_vif(node_uuid, str(vif["id"]))
+        deployed = node.get("provision_state") in UNDEPLOYABLE
+        if not deployed and self.client.node(node_uuid).get("instance_uuid") == instance["uuid"]:
+            self.client.patch(node_uuid, [{"op": "remove", "path": "/instance_info"},
+                                          {"op": "remove", "path": "/instance_uuid"}])
         self._remember(self.client.node(node_uuid))
         LOG.info("instance %s removed from node %s", instance["uuid"], node_uuid)
 
