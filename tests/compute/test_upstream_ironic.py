@@ -46,18 +46,25 @@ FAKE_INTERFACES = {"boot_interface": "fake", "deploy_interface": "fake", "power_
                    "management_interface": "fake", "rescue_interface": "fake"}
 
 
+def _missing(reason: str) -> None:
+    """Skip with the reason, as the labs do; under CI (``CORRAL_TEST_REQUIRE_BACKENDS=1``) fail instead."""
+    message = f"{reason}: run tools/upstream-ironic setup (CI's .ci/run does)"
+    if os.environ.get("CORRAL_TEST_REQUIRE_BACKENDS") == "1":
+        pytest.fail(message, pytrace=False)
+    pytest.skip(message)
+
+
 def _setup() -> dict[str, str]:
-    """What ``tools/upstream-ironic setup`` wrote; without it the test fails and says how to make it."""
+    """What ``tools/upstream-ironic setup`` wrote."""
     path = SETUP_DIR / "ironic.env"
-    hint = "run tools/upstream-ironic setup (CI's .ci/run does)"
     if not path.exists():
-        pytest.fail(f"upstream Ironic 39 is not set up ({path} is missing): {hint}", pytrace=False)
+        _missing(f"upstream Ironic 39 is not set up ({path} is missing)")
     found = dict(line.strip().split("=", 1) for line in path.read_text().splitlines() if "=" in line)
     for key in ("CORRAL_UPSTREAM_IRONIC_BIN", "CORRAL_UPSTREAM_IRONIC_TEMPLATE_DB"):
         if not os.path.exists(found.get(key, "")):
-            pytest.fail(f"upstream Ironic 39 is incomplete ({key} missing in {path}): {hint}", pytrace=False)
+            _missing(f"upstream Ironic 39 is incomplete ({key} missing in {path})")
     if not found.get("CORRAL_UPSTREAM_IRONIC_VERSION", "").startswith("39."):
-        pytest.fail(f"{path} is not Ironic 39: {hint}", pytrace=False)
+        _missing(f"{path} is not Ironic 39")
     return found
 
 
