@@ -100,6 +100,7 @@ class ComputeManager:
         if nodename is not None and isinstance(self.driver, FakeDriver):
             self.driver.nodenames = [nodename]
         self.driver.init_host(host)
+        self.driver.set_instance_filter(self._own_instances)
         # corral.compute.glance.GlanceClient, for snapshots' images (made when first needed).
         self._images = images
         self.service: dict[str, Any] | None = None
@@ -161,19 +162,14 @@ class ComputeManager:
         """Record one of the driver's nodes as a compute node of this host.
 
         A node with a UUID of its own (bare metal) that another host's
-        service managed moves here with its servers (the other service
-        stopped, or the nodes were spread again).
+        service managed moves here (the other service stopped, or came
+        back): the same compute node and Placement provider, reported
+        again from here. Servers keep their host, as upstream's.
         """
         resources = self.driver.node_resources(nodename)
-        fixed_uuid = resources.extra.get("uuid")
-
-        def work(conn: Any) -> dict[str, Any]:
-            node = cq.upsert_compute_node(conn, self._node_values(nodename, resources, fixed_uuid))
-            if fixed_uuid:
-                cq.move_node_instances(conn, nodename, self.host)
-            return node
-
-        self.nodes[nodename] = self.cell_db.write(work)
+        values = self._node_values(nodename, resources, resources.extra.get("uuid"))
+        self.nodes[nodename] = self.cell_db.write(cq.upsert_compute_node, values)
+        self._reported.discard(nodename)
 
     def _node_values(self, nodename: str, resources: Any, fixed_uuid: str | None) -> dict[str, Any]:
         return {
@@ -226,8 +222,15 @@ class ComputeManager:
         except Exception as error:  # noqa: BLE001 - tried again next time
             LOG.warning("the nodes of %s could not be listed: %s", self.host, error)
             return
+        try:
+            with self.cell_db.read() as conn:
+                recorded = {node["hypervisor_hostname"] for node in cq.compute_nodes(conn, host=self.host)}
+        except Exception as error:  # noqa: BLE001 - tried again next time
+            LOG.warning("the compute nodes of %s could not be read: %s", self.host, error)
+            return
         for nodename in nodenames:
-            if nodename not in self.nodes:
+            # A node another host took over while this one was away is recorded there: moved back.
+            if nodename not in self.nodes or nodename not in recorded:
                 try:
                     self._add_node(nodename)
                 except Exception as error:  # noqa: BLE001 - tried again next time
@@ -239,6 +242,11 @@ class ComputeManager:
             self._reported.discard(gone)
             self._report_contents.pop(gone, None)
         self._report(changed_only=True)
+
+    def _own_instances(self, uuids: list[str]) -> set[str]:
+        """Those of the servers named that are this host's (deleted ones too: this host reaps them)."""
+        with self.cell_db.read() as conn:
+            return cq.host_instance_uuids(conn, self.host, uuids)
 
     def _live_compute_hosts(self) -> list[str]:
         """The hosts of this cell's compute services that are up (heartbeat within service_down_time)."""

@@ -1,4 +1,5 @@
-"""Bare metal nodes spread over two compute services by the hash ring, and taken over when one stops.
+"""Bare metal nodes spread over two compute services by the hash ring, the free ones taken over when one
+stops.
 
 The compute services run in the test (``run_once`` / the resource
 update called directly) with the ironic driver against the Bare Metal
@@ -92,13 +93,45 @@ def test_nodes_spread_over_two_compute_services_and_taken_over(ring_cloud: Compu
     assert (reported.capacity, reported.host) == ({"CUSTOM_BAREMETAL": 0}, rows[uuids[0]]["host"])
     assert {"COMPUTE_NODE", "OWNER_NOVA"} <= reported.traits
 
-    # metal-b stops (its service is reported down): metal-a takes its nodes over at its next refresh.
+    # A server of metal-b on one of its nodes; a node carrying a server no host here knows.
+    b_nodes = sorted(shares["metal-b"])
+    assert len(b_nodes) >= 1
+    server = str(uuid.uuid4())
+    database.write(cq.create_instance, {
+        "uuid": server, "project_id": "p", "user_id": "u", "memory_mb": 0, "vcpus": 0, "root_gb": 0,
+        "ephemeral_gb": 0, "flavor": {}, "flavorid": "bm", "host": "metal-b", "node": b_nodes[0],
+        "vm_state": "active"}, {})
+    stranger = sorted(shares["metal-a"])[0]
+    for node_uuid, instance in ((b_nodes[0], server), (stranger, str(uuid.uuid4()))):
+        patched = client.patch(f"/v1/nodes/{node_uuid}", json=[
+            {"op": "add", "path": "/instance_uuid", "value": instance}])
+        assert patched.status_code == 200, patched.text
+    managers["metal-a"].update_available_resource()
+    assert stranger not in managers["metal-a"].nodes
+
+    # metal-b stops (its service is reported down): metal-a takes its free nodes over at its next
+    # refresh; the node carrying metal-b's server stays metal-b's, and so does the server (upstream).
     with database.read() as conn:
         service = cq.get_service(conn, host="metal-b", binary=COMPUTE_BINARY)
     assert service is not None
     database.write(cq.update_service, service["id"], forced_down=True)
     managers["metal-a"].update_available_resource()
-    assert set(managers["metal-a"].nodes) == set(uuids)
+    assert set(managers["metal-a"].nodes) == set(uuids) - {b_nodes[0], stranger}
     with database.read() as conn:
-        assert {node["host"] for node in cq.compute_nodes(conn)} == {"metal-a"}
-    assert {provider.host for provider in ring_cloud.scheduler._providers.values()} == {"metal-a"}
+        hosts = {node["hypervisor_hostname"]: node["host"] for node in cq.compute_nodes(conn)}
+        assert cq.get_instance(conn, server)["host"] == "metal-b"
+    assert hosts == {**{name: "metal-a" for name in uuids}, b_nodes[0]: "metal-b"}
+    assert {provider.host for name, provider in ring_cloud.scheduler._providers.items()
+            if name != b_nodes[0]} == {"metal-a"}
+
+    # metal-b is back: its nodes move back to it (the same compute nodes), nothing is duplicated.
+    database.write(cq.update_service, service["id"], forced_down=False)
+    managers["metal-b"].driver.set_live_peers(list(HOSTS))
+    for manager in managers.values():
+        manager.update_available_resource()
+    with database.read() as conn:
+        rows = cq.compute_nodes(conn)
+    assert sorted(row["hypervisor_hostname"] for row in rows) == sorted(uuids)
+    assert {row["hypervisor_hostname"]: row["host"] for row in rows if row["hypervisor_hostname"] != stranger} == {
+        name: host for host in HOSTS for name in shares[host] if name != stranger}
+    assert set(managers["metal-b"].nodes) == shares["metal-b"]

@@ -1,7 +1,11 @@
-"""/os-services, /limits and /os-quota-sets over HTTP."""
+"""/os-services, host status, /limits and /os-quota-sets over HTTP."""
 
 from __future__ import annotations
 
+import datetime
+
+from corral.compute.db import cell_queries as cq
+from corral.compute.domain.scheduling import COMPUTE_BINARY
 from tests.compute.conftest import IMAGE, ComputeServer
 
 USER_A = "user-a:project-a"
@@ -104,3 +108,36 @@ def test_multiple_create_stops_at_quota(cloud: ComputeServer) -> None:
     listed = cloud.client("2.69", token=USER_A).get("/v2.1/servers").json()["servers"]
     assert sorted(s["name"] for s in listed) == ["many-1", "many-2", "many-3"]
     assert reservation.startswith("r-")
+
+
+def test_host_status_follows_the_compute_service_as_upstream(cloud: ComputeServer) -> None:
+    """UP; MAINTENANCE when disabled; UNKNOWN once its heartbeat is too old (the servers may well
+    run: nobody knows); DOWN only when forced down; admins only, from 2.16."""
+    server_id = cloud.boot()
+    cloud.run_computes()
+    admin = cloud.client("2.69")
+    host = admin.get(f"/v2.1/servers/{server_id}").json()["server"]["OS-EXT-SRV-ATTR:host"]
+    cell = cloud.cells["cell1" if host == "host-cell1" else "cell2"]
+    database = cloud.state.cells.database(cell)
+    with database.read() as conn:
+        service = cq.get_service(conn, host=host, binary=COMPUTE_BINARY)
+    assert service is not None
+
+    def host_status() -> tuple[str, str]:
+        shown = admin.get(f"/v2.1/servers/{server_id}").json()["server"]
+        listed = next(s for s in admin.get("/v2.1/servers/detail?all_tenants=1").json()["servers"] if s["id"] == server_id)
+        assert shown["status"] == listed["status"] == "ACTIVE"
+        return shown["host_status"], listed["host_status"]
+
+    assert host_status() == ("UP", "UP")
+    database.write(cq.update_service, service["id"], disabled=True)
+    assert host_status() == ("MAINTENANCE", "MAINTENANCE")
+    database.write(cq.update_service, service["id"], disabled=False,
+                   last_seen_up=cq.utcnow() - datetime.timedelta(seconds=cloud.conf.compute.service_down_time + 5))
+    assert host_status() == ("UNKNOWN", "UNKNOWN")
+    down = {s["host"]: s["state"] for s in admin.get("/v2.1/os-services").json()["services"]}
+    assert down[host] == "down"
+    database.write(cq.update_service, service["id"], forced_down=True)
+    assert host_status() == ("DOWN", "DOWN")
+    assert "host_status" not in cloud.client("2.15").get(f"/v2.1/servers/{server_id}").json()["server"]
+    assert "host_status" not in cloud.client("2.69", token=USER_A).get(f"/v2.1/servers/{server_id}").json()["server"]

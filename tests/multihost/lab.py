@@ -111,8 +111,12 @@ class Lab:
         run_lab("clear", src)
 
     def restart(self, host: str, *config_files: str) -> None:
+        self.restart_all([host], *config_files)
+
+    def restart_all(self, hosts: list[str], *config_files: str) -> None:
+        """Restart the hosts' Corral processes together (stopped at once, then started)."""
         args = [arg for name in config_files for arg in ("--config-file", name)]
-        run_lab("restart", host, *args)
+        run_lab("restart", *hosts, *args)
 
     def rotate_keys(self, host: str) -> None:
         run_lab("rotate-keys", host)

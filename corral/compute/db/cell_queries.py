@@ -395,12 +395,15 @@ def compute_hosts(conn: Connection) -> list[str]:
     return sorted({row.host for row in conn.execute(sa.union(nodes, services))})
 
 
-def move_node_instances(conn: Connection, node: str, host: str) -> int:
-    """The servers on ``node`` become ``host``'s (its compute service took the node over)."""
-    # UPDATE instances SET host = :host WHERE node = :node AND host != :host AND deleted = false
+def host_instance_uuids(conn: Connection, host: str, uuids: Sequence[str]) -> set[str]:
+    """Those of ``uuids`` that are servers of ``host``, deleted ones included."""
+    # SELECT uuid FROM instances WHERE host = :host AND uuid IN (:uuids)
     i = t.instances
-    query = i.update().where(i.c.node == node, i.c.host != host, i.c.deleted.is_(False))
-    return conn.execute(query.values(host=host, updated_at=utcnow())).rowcount
+    found: set[str] = set()
+    for start in range(0, len(uuids), 500):
+        chunk = list(uuids[start:start + 500])
+        found.update(conn.execute(sa.select(i.c.uuid).where(i.c.host == host, i.c.uuid.in_(chunk))).scalars())
+    return found
 
 
 def upsert_compute_node(conn: Connection, values: dict[str, Any]) -> dict[str, Any]:

@@ -104,7 +104,14 @@ def update_service(state: Any, cell: CellMapping, service_id: int, **values: Any
 
 
 def host_statuses(state: Any, hosts_by_cell: dict[str, set[str]]) -> dict[tuple[str, str], str]:
-    """'UP', 'DOWN', 'MAINTENANCE' or 'UNKNOWN' for (cell uuid, host) pairs."""
+    """Upstream's host_status for (cell uuid, host) pairs (``get_instance_host_status``).
+
+    ``DOWN`` only for a service forced down (an operator said so);
+    ``MAINTENANCE`` for a disabled one; ``UNKNOWN`` for one whose heartbeat
+    is older than ``service_down_time`` (the host may well run its servers:
+    nobody knows), or whose cell does not answer; ``""`` when the host has
+    no compute service.
+    """
     cells = [cell for cell in state.cells.mappings() if cell.uuid in hosts_by_cell]
     if not cells:
         return {}
@@ -118,15 +125,20 @@ def host_statuses(state: Any, hosts_by_cell: dict[str, set[str]]) -> dict[tuple[
     found: dict[tuple[str, str], str] = {}
     for cell in cells:
         answer = answers[cell.uuid]
-        by_host = {} if is_failure(answer) else {row["host"]: row for row in answer}  # type: ignore[union-attr]
+        if is_failure(answer):
+            found.update({(cell.uuid, host): "UNKNOWN" for host in hosts_by_cell[cell.uuid]})
+            continue
+        by_host = {row["host"]: row for row in answer}  # type: ignore[union-attr]
         for host in hosts_by_cell[cell.uuid]:
-            service = by_host.get(host)
-            if service is None:
-                found[(cell.uuid, host)] = "UNKNOWN"
-            elif not is_up(state.conf, service, now):
-                found[(cell.uuid, host)] = "DOWN"
-            elif service["disabled"]:
-                found[(cell.uuid, host)] = "MAINTENANCE"
-            else:
-                found[(cell.uuid, host)] = "UP"
+            found[(cell.uuid, host)] = _host_status(state.conf, by_host.get(host), now)
     return found
+
+
+def _host_status(conf: Any, service: dict[str, Any] | None, now: datetime.datetime) -> str:
+    if service is None:
+        return ""
+    if service["forced_down"]:
+        return "DOWN"
+    if service["disabled"]:
+        return "MAINTENANCE"
+    return "UP" if is_up(conf, service, now) else "UNKNOWN"

@@ -115,6 +115,9 @@ class ComputeDriver:
     def set_live_peers(self, hosts: list[str]) -> None:
         """The hosts whose compute services are up in this cell (drivers sharing nodes among them use it)."""
 
+    def set_instance_filter(self, own: Callable[[list[str]], set[str]]) -> None:
+        """``own(uuids)``: those of the servers named that are this host's (drivers sharing nodes use it)."""
+
     def get_available_nodes(self, refresh: bool = False) -> list[str]:
         """The node names this service manages (one compute node each)."""
         raise NotImplementedError()

@@ -22,8 +22,9 @@ behaves as upstream Nova's ironic driver:
   ``rescue`` / ``unrescue`` targets;
 * with ``[ironic] peer_list`` the nodes are spread over the compute
   services named there that are up by a consistent hash ring (see
-  :func:`nodes_for_host`): the nodes of a peer that stops are taken over
-  by the others at their next refresh; ``conductor_group``
+  :func:`nodes_for_host`): the free nodes of a peer that stops are taken
+  over by the others at their next refresh, those carrying its servers
+  stay its own (see :meth:`IronicDriver.refresh_nodes`); ``conductor_group``
   (``partition_key``) and ``shard`` restrict the nodes this service
   looks at.
 """
@@ -293,6 +294,8 @@ class IronicDriver(ComputeDriver):
         self._nodes: dict[str, dict[str, Any]] = {}
         # Compute hosts seen up (None: not told yet; the whole peer_list counts).
         self._live_peers: set[str] | None = None
+        # Which of the servers named are this host's (None: not told; the ring alone decides).
+        self._own_instances: Callable[[list[str]], set[str]] | None = None
         self._lock = threading.Lock()
 
     # -------------------------------------------------------------- the host
@@ -313,6 +316,9 @@ class IronicDriver(ComputeDriver):
     def set_live_peers(self, hosts: list[str]) -> None:
         self._live_peers = set(hosts)
 
+    def set_instance_filter(self, own: Callable[[list[str]], set[str]]) -> None:
+        self._own_instances = own
+
     def ring_members(self) -> list[str]:
         """The peer_list hosts whose compute services are up, and this one: a dead peer's nodes are taken over."""
         peers = set(self.conf.ironic.peer_list)
@@ -321,8 +327,26 @@ class IronicDriver(ComputeDriver):
         return sorted(peers | {self.host})
 
     def refresh_nodes(self) -> None:
+        """This host's nodes, by upstream's rules (``_refresh_cache``).
+
+        A node carrying one of this host's servers is this host's; a free
+        node is the hash ring's choice; a node carrying another host's
+        server is never this host's, even while that host is down: its
+        servers stay with their host (``host_status`` UNKNOWN) until it is
+        back, and only the free nodes are taken over.
+        """
         nodes = [node for node in self.client.nodes(**self._filters()) if node.get("resource_class")]
-        mine = set(nodes_for_host(self.host, self.ring_members(), [node["uuid"] for node in nodes]))
+        ring = set(nodes_for_host(self.host, self.ring_members(), [node["uuid"] for node in nodes]))
+        carried = [node["instance_uuid"] for node in nodes if node.get("instance_uuid")]
+        # Read after the nodes (upstream's order): a server placed meanwhile is not missed.
+        own = self._own_instances(carried) if self._own_instances is not None and carried else None
+
+        def is_mine(node: dict[str, Any]) -> bool:
+            if own is None or not node.get("instance_uuid"):
+                return node["uuid"] in ring
+            return node["instance_uuid"] in own
+
+        mine = {node["uuid"] for node in nodes if is_mine(node)}
         with self._lock:
             self._nodes = {node["uuid"]: node for node in nodes if node["uuid"] in mine}
 
