@@ -52,8 +52,9 @@ from corral.compute.domain import states
 from corral.compute.domain.cell_admin import map_host
 from corral.compute.domain.scheduling import COMPUTE_BINARY
 from corral.compute.domain.server_groups import forget_host
+from corral.compute.reschedule import building_on, reschedule, retry_info
 from corral.compute.scheduler import ComputeNodeReport, SchedulerClient
-from corral.compute.virt.driver import ComputeDriver, InstanceNotFound, load_driver
+from corral.compute.virt.driver import BuildAbortException, ComputeDriver, InstanceNotFound, load_driver
 from corral.compute.virt.fake import FAKE_CPU_INFO, FAKE_HYPERVISOR_VERSION, FAKE_TRAITS, FakeDriver
 
 __all__ = ["FAKE_CPU_INFO", "FAKE_HYPERVISOR_VERSION", "FAKE_TRAITS", "ComputeManager"]
@@ -390,11 +391,8 @@ class ComputeManager:
                     user_data=instance.get("user_data"), config_drive=bool(instance.get("config_drive")),
                 )
             except Exception as error:
-                self._fault(uuid, error)
-                self._update(uuid, {"vm_state": states.BUILDING}, vm_state=states.ERROR, task_state=None,
-                             power_state=self._power_state(instance))
-                # Not rescheduled: the claim on the node goes, as upstream deletes the allocation.
-                self._release(uuid)
+                self._build_failed(instance, error)
+                # The event ends in Error with the traceback: the only record of a rescheduled attempt.
                 raise
             finally:
                 self._report_node(instance.get("node") or "")
@@ -405,12 +403,38 @@ class ComputeManager:
             LOG.warning("server %s failed to spawn: %s", uuid, error)
             return
         changed = self._update(
-            uuid, {"vm_state": states.BUILDING}, vm_state=states.ACTIVE, task_state=None,
-            power_state=self._power_state(instance), launched_at=q.utcnow(),
+            uuid, building_on(self.host, instance), vm_state=states.ACTIVE, task_state=None,
+            power_state=self._power_state(instance), launched_at=q.utcnow(), build_alternates=None,
         )
         if not changed:
-            # Deleted while it was being spawned.
+            with self.cell_db.read() as conn:
+                current = cq.get_instance(conn, uuid, read_deleted=True)
+            # Deleted while it was being spawned (a delete the host carries out destroys it itself).
+            if current is None or current["deleted"]:
+                self.driver.destroy(instance, [])
+
+    def _build_failed(self, instance: dict[str, Any], error: Exception) -> None:
+        """Upstream's _do_build_and_run_instance after a failure: reschedule, or ERROR when it may not."""
+        uuid = instance["uuid"]
+        retry = retry_info(instance)
+        if retry is None or isinstance(error, BuildAbortException):
+            # Not rescheduled: the server's fault is the build's own error.
+            if self._update(uuid, building_on(self.host, instance), vm_state=states.ERROR, task_state=None,
+                            power_state=self._power_state(instance), host=None, node=None, build_alternates=None):
+                self._fault(uuid, error)
+            self._release(uuid)
+            if self.api_db is not None:
+                forget_host(self.api_db, uuid)
+            return
+        try:
+            # Upstream's cleanup of the failed host before the reschedule (the ironic driver
+            # has undeployed and freed the node already: then this finds nothing to do).
             self.driver.destroy(instance, [])
+        except Exception as cleanup_error:  # noqa: BLE001 - the build's own error is what matters
+            LOG.warning("server %s: cleanup after the failed build failed: %s", uuid, cleanup_error)
+        # The allocation on the failed node goes before an alternate is claimed.
+        self.scheduler.release(uuid)
+        reschedule(self.scheduler, self.cell_db, self.api_db, self.host, instance, retry)
 
     def _image(self, image_id: str | None) -> dict[str, Any]:
         """The Image service's record of the image (for its checksums and properties), or just its id."""

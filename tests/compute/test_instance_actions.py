@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from corral.compute.virt.driver import VirtDriverError
+from corral.compute.virt.driver import BuildAbortException, VirtDriverError
 from tests.compute.conftest import ComputeServer
 
 USER_A = "user-a:project-a"
@@ -203,11 +203,23 @@ def test_failing_spawn_and_rescue(cloud: ComputeServer) -> None:
         manager.driver.fail_next("spawn", RuntimeError("no power"))
     server = cloud.boot()
     cloud.run_computes()
-    shown = cloud.client("2.73", token=USER_A).get(f"/v2.1/servers/{server}").json()["server"]
-    # An exception without a message of its own shows its class, as upstream records it.
-    assert (shown["status"], shown["fault"]["message"]) == ("ERROR", "RuntimeError")
+    shown = cloud.client("2.73").get(f"/v2.1/servers/{server}").json()["server"]
+    # Each cell has one host: no alternate to reschedule to, as upstream says it.
+    assert (shown["status"], shown["fault"]["message"], shown["OS-EXT-SRV-ATTR:host"]) == (
+        "ERROR", "Exceeded maximum number of retries. Exhausted all hosts available for retrying build "
+        f"failures for instance {server}.", None)
     create = _actions(cloud, server).json()["instanceActions"][0]
     assert create["message"] == "Error"
+    events = _action(cloud, server, create["request_id"], token="admin")["events"]
+    assert [(e["event"], e["result"]) for e in events] == [("compute__do_build_and_run_instance", "Error")]
+    assert "RuntimeError: no power" in events[0]["traceback"]
+    # A build abort is not rescheduled: its own message is the fault.
+    for manager in cloud.managers.values():
+        manager.driver.fail_next("spawn", BuildAbortException("x", "bad image"))
+    aborted = cloud.boot(name="aborted")
+    cloud.run_computes()
+    shown = cloud.client("2.73").get(f"/v2.1/servers/{aborted}").json()["server"]
+    assert (shown["status"], shown["fault"]["message"]) == ("ERROR", "Build of instance x aborted: bad image")
     other = cloud.boot(name="other")
     for manager in cloud.managers.values():
         manager.driver.calls.clear()

@@ -57,6 +57,10 @@ instances = sa.Table(
     sa.Column("locked_by", sa.String(255), nullable=True),
     # Why it is locked (2.73); upstream keeps it in the system metadata.
     sa.Column("locked_reason", sa.String(255), nullable=True),
+    # JSON, while the server is being built: the hosts tried and the alternates a failed
+    # build is rescheduled to (upstream passes them along in its RPC calls); NULL when a
+    # failed build is not rescheduled.
+    sa.Column("build_alternates", sa.Text, nullable=True),
     sa.Column("launched_at", Timestamp, nullable=True),
     sa.Column("terminated_at", Timestamp, nullable=True),
     sa.Column("deleted", sa.Boolean, nullable=False, default=False),

@@ -53,6 +53,8 @@ class BootPlan:
     group: dict[str, Any] | None = None
     same_host: list[str] = field(default_factory=list)
     different_host: list[str] = field(default_factory=list)
+    # compute node uuid -> uuid of its cell, for the eligible nodes (alternates stay in one cell).
+    node_cells: dict[str, str] = field(default_factory=dict)
 
 
 def flavor_resources(flavor: dict[str, Any], boot_from_volume: bool) -> tuple[dict[str, int], set[str], set[str]]:
@@ -121,9 +123,12 @@ def build_resource_request(state: Any, boot: Any) -> BootPlan:
     with state.api_db.read() as conn:
         aggregates = agg_db.all_aggregates(conn)
     groups, forbidden_aggs, impossible = aggregate_member_of(state.conf, aggregates, flavor.get("extra_specs") or {})
+    # Upstream: max_attempts - 1 alternates per server, none when the host is forced
+    # (a build failure is then not rescheduled).
+    alternates = 0 if boot.forced_host else state.conf.scheduler.max_attempts - 1
     request = ResourceRequest(
         resources=resources, required_traits=required, forbidden_traits=forbidden,
-        member_of=groups, forbidden_aggregates=forbidden_aggs,
+        member_of=groups, forbidden_aggregates=forbidden_aggs, alternates=alternates,
     )
     return BootPlan(request, boot.forced_host, host_zones(aggregates), impossible,
                     group=boot.group, same_host=list(boot.same_host), different_host=list(boot.different_host))
@@ -157,7 +162,7 @@ def eligible_nodes(state: Any, plan: BootPlan, availability_zone: str | None) ->
     answers = state.cells.scatter_gather(cells, work)
     default_zone = state.conf.compute.default_availability_zone
     nodes: dict[str, tuple[str, str]] = {}
-    for answer in answers.values():
+    for cell_uuid, answer in answers.items():
         if is_failure(answer):
             continue
         for node_uuid, host, nodename in answer:
@@ -168,6 +173,7 @@ def eligible_nodes(state: Any, plan: BootPlan, availability_zone: str | None) ->
             if availability_zone and plan.host_zones.get(host, default_zone) != availability_zone:
                 continue
             nodes[node_uuid] = (host, nodename)
+            plan.node_cells[node_uuid] = cell_uuid
     if plan.impossible:
         raise NoValidHost(plan.impossible)
     return nodes

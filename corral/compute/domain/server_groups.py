@@ -228,6 +228,16 @@ def _multiplier(conf: Any, group: dict[str, Any]) -> float:
     return 0.0
 
 
+def move_member(api_db: Database, instance_uuid: str, host: str) -> bool:
+    """A rescheduled build: the server's groups still allow ``host``, and record it there (else False)."""
+
+    def work(conn: Connection) -> bool:
+        return all(_record_host(conn, {"uuid": group_uuid}, instance_uuid, host)
+                   for group_uuid in db.groups_of_instance(conn, instance_uuid))
+
+    return bool(api_db.write(work))
+
+
 def forget_host(api_db: Database, instance_uuid: str) -> None:
     """The server left its host for good (deleted, or never built there)."""
     api_db.write(db.set_member_host, instance_uuid, None)

@@ -13,6 +13,7 @@ force delete (True) and restore (False) as soon as the API acts.
 
 from __future__ import annotations
 
+import json
 import logging
 import secrets
 import string
@@ -32,7 +33,7 @@ from corral.compute.db import server_records as records
 from corral.compute.db import server_groups as group_db
 from corral.compute.domain import quota, server_groups, states
 from corral.compute.domain.scheduling import BootPlan, build_resource_request, eligible_nodes
-from corral.compute.scheduler import NoValidHost, SchedulerUnavailable
+from corral.compute.scheduler import NoValidHost, SchedulerUnavailable, Selection
 
 LOG = logging.getLogger(__name__)
 
@@ -245,6 +246,7 @@ def _schedule_and_build(state: Any, plan: BootPlan, instance: dict[str, Any], me
             "node": selection.nodename,
             "task_state": states.SPAWNING,
             "availability_zone": plan.host_zones.get(selection.host, state.conf.compute.default_availability_zone),
+            "build_alternates": _build_alternates(state, plan, selection),
         }
 
         def create(_cell: CellMapping, database: Database) -> None:
@@ -258,6 +260,26 @@ def _schedule_and_build(state: Any, plan: BootPlan, instance: dict[str, Any], me
         _bury_in_cell0(state, instance, metadata, tags, context)
         return
     _finish_build(state.api_db, instance_uuid, cell.id)
+
+
+def _build_alternates(state: Any, plan: BootPlan, selection: Selection) -> str | None:
+    """What the compute service retries a failed build on (upstream's host list), as JSON.
+
+    None when rescheduling is off (``[scheduler] max_attempts = 1`` or a
+    forced host): a failed build then ends in ERROR with its own fault.
+    An empty list still reschedules, straight into "Exhausted all hosts".
+    """
+    if plan.request.alternates <= 0:
+        return None
+    cell = plan.node_cells.get(selection.provider_uuid)
+    default_zone = state.conf.compute.default_availability_zone
+    alternates = [
+        {"host": alt.host, "node": alt.nodename, "provider": alt.provider_uuid, "allocations": alt.allocations,
+         "availability_zone": plan.host_zones.get(alt.host, default_zone)}
+        # Upstream's alternates come from the selected host's cell only.
+        for alt in selection.alternates if plan.node_cells.get(alt.provider_uuid) == cell
+    ]
+    return json.dumps({"hosts": [[selection.host, selection.nodename]], "alternates": alternates})
 
 
 def _finish_build(api_db: Database, instance_uuid: str, cell_id: int) -> None:

@@ -46,6 +46,10 @@ class ResourceRequest:
     # multiplied (the soft server group policies); hosts not named weigh 0.
     host_weights: dict[str, float] = field(default_factory=dict)
     host_weight_multiplier: float = 0.0
+    # How many other nodes to return with the one claimed, best first
+    # (upstream's alternates: [scheduler] max_attempts - 1, none for a
+    # forced host), for the compute service to retry a failed build on.
+    alternates: int = 0
 
     def query(self, limit: int) -> list[tuple[str, str]]:
         """Query parameters of GET /allocation_candidates."""
@@ -96,6 +100,24 @@ class Selection:
     nodename: str
     provider_uuid: str
     allocations: dict[str, dict[str, int]]
+    # Unclaimed nodes that also fit, best first (see ResourceRequest.alternates).
+    alternates: tuple[Selection, ...] = ()
+
+
+def pick_alternates(request: ResourceRequest, chosen: str,
+                    ranked: list[tuple[str, dict[str, dict[str, int]]]]) -> tuple[Selection, ...]:
+    """Up to ``request.alternates`` nodes other than ``chosen`` from ranked (node, allocations), one each."""
+    found: list[Selection] = []
+    seen = {chosen}
+    for node, allocations in ranked:
+        if len(found) >= request.alternates:
+            break
+        if node in seen:
+            continue
+        seen.add(node)
+        host, nodename = request.eligible_nodes[node]
+        found.append(Selection(host, nodename, node, allocations))
+    return tuple(found)
 
 
 @dataclass(frozen=True)
@@ -113,6 +135,10 @@ class SchedulerClient(Protocol):
         self, request: ResourceRequest, consumer_uuid: str, project_id: str, user_id: str
     ) -> Selection:
         """Claim resources for ``consumer_uuid`` on one host; raises NoValidHost."""
+
+    def claim(self, consumer_uuid: str, allocations: dict[str, dict[str, int]], project_id: str,
+              user_id: str) -> bool:
+        """Claim exactly these allocations for a consumer that has none; False when they no longer fit."""
 
     def release(self, consumer_uuid: str) -> None:
         """Drop every allocation of ``consumer_uuid`` (a no-op when it has none)."""

@@ -6,7 +6,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
-from corral.compute.scheduler import ComputeNodeReport, NoValidHost, ResourceRequest, Selection, rank
+from corral.compute.scheduler import ComputeNodeReport, NoValidHost, ResourceRequest, Selection, pick_alternates, rank
 
 
 @dataclass
@@ -76,11 +76,27 @@ class FakeScheduler:
             free_ram = [
                 (p.uuid, p.capacity.get("MEMORY_MB", 0) - self._used(p.uuid).get("MEMORY_MB", 0)) for p in fitting
             ]
-            chosen = self._providers[rank(request, free_ram)[0]]
+            ranked = rank(request, free_ram)
+            chosen = self._providers[ranked[0]]
             allocations = {chosen.uuid: dict(request.resources)}
             self._allocations[consumer_uuid] = (project_id, allocations)
             host, nodename = request.eligible_nodes[chosen.uuid]
-            return Selection(host, nodename, chosen.uuid, allocations)
+            others = [(node, {node: dict(request.resources)}) for node in ranked]
+            return Selection(host, nodename, chosen.uuid, allocations, pick_alternates(request, chosen.uuid, others))
+
+    def claim(self, consumer_uuid: str, allocations: dict[str, dict[str, int]], project_id: str,
+              user_id: str) -> bool:
+        with self._lock:
+            if consumer_uuid in self._allocations:
+                return False
+            for provider_uuid, resources in allocations.items():
+                provider = self._providers.get(provider_uuid)
+                used = self._used(provider_uuid)
+                if provider is None or any(provider.capacity.get(rc, 0) - used.get(rc, 0) < amount
+                                           for rc, amount in resources.items()):
+                    return False
+            self._allocations[consumer_uuid] = (project_id, {rp: dict(r) for rp, r in allocations.items()})
+            return True
 
     def release(self, consumer_uuid: str) -> None:
         with self._lock:

@@ -27,6 +27,7 @@ from corral.compute.scheduler import (
     ResourceRequest,
     SchedulerUnavailable,
     Selection,
+    pick_alternates,
     rank,
 )
 
@@ -121,13 +122,14 @@ class PlacementScheduler:
             if not candidates:
                 raise NoValidHost("There are not enough hosts available.")
             for node, allocations in candidates:
-                if self._claim(consumer_uuid, allocations, project_id, user_id):
+                if self.claim(consumer_uuid, allocations, project_id, user_id):
                     host, nodename = request.eligible_nodes[node]
-                    return Selection(host, nodename, node, allocations)
+                    return Selection(host, nodename, node, allocations,
+                                     pick_alternates(request, node, candidates))
         raise NoValidHost("Every candidate was taken by concurrent requests.")
 
-    def _claim(self, consumer_uuid: str, allocations: dict[str, dict[str, int]], project_id: str,
-               user_id: str) -> bool:
+    def claim(self, consumer_uuid: str, allocations: dict[str, dict[str, int]], project_id: str,
+              user_id: str) -> bool:
         body = {
             "allocations": {rp: {"resources": resources} for rp, resources in allocations.items()},
             "project_id": project_id,

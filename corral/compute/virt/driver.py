@@ -58,6 +58,13 @@ class VirtDriverError(Exception):
         return str(self)
 
 
+class BuildAbortException(VirtDriverError):
+    """A build no other host would do better (upstream's: bad image, flavor too small...): not rescheduled."""
+
+    def __init__(self, instance_uuid: str, reason: str) -> None:
+        super().__init__(f"Build of instance {instance_uuid} aborted: {reason}")
+
+
 class InstanceNotFound(VirtDriverError):
     """The driver has no guest for this server."""
 
