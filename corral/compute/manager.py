@@ -489,6 +489,7 @@ class ComputeManager:
             "stop": self._stop_instance, "start": self._start_instance, "reboot": self._reboot_instance,
             "rebuild": self._rebuild_instance, "rescue": self._rescue_instance,
             "unrescue": self._unrescue_instance, "snapshot": self._snapshot_instance,
+            "delete": self._delete_instance,
         }.get(task["task"])
         if handler is None:
             LOG.warning("unknown task %s for server %s dropped", task["task"], task["instance_uuid"])
@@ -730,7 +731,37 @@ class ComputeManager:
                 continue
             self._submit(instance["uuid"], lambda instance=instance: self._terminate(instance))
 
+    def _delete_instance(self, task: dict[str, Any]) -> None:
+        """Upstream's terminate_instance: destroy, then free the claim and delete the server; ERROR on failure."""
+        instance = self._claim(task, states.DELETING)
+        if instance is None:
+            return
+        uuid = instance["uuid"]
+
+        def work() -> None:
+            try:
+                self.driver.destroy(instance, [])
+                # The node is back (cleaning or available): its claim goes, then the server.
+                self.scheduler.release(uuid)
+            except Exception as error:
+                # The claim stays with the server, which may be deleted again.
+                self._fault(uuid, error)
+                self._update(uuid, {"task_state": states.DELETING}, vm_state=states.ERROR, task_state=None,
+                             power_state=self._power_state(instance))
+                raise
+            now = q.utcnow()
+            self._update(uuid, {"deleted": False}, deleted=True, deleted_at=now, terminated_at=now,
+                         vm_state=states.DELETED, task_state=None, power_state=states.NOSTATE)
+            if self.api_db is not None:
+                forget_host(self.api_db, uuid)
+
+        try:
+            self._event(uuid, task["request_id"], None, "compute_terminate_instance", work)
+        finally:
+            self._report_node(instance.get("node") or "")
+
     def _terminate(self, instance: dict[str, Any]) -> None:
+        """A guest left behind by a server deleted in the API (a local delete, or a driver whose guests go at once)."""
         node = instance.get("node") or ""
         # A bare metal node still carries the server until it is undeployed: reserved at once
         # (its claim was released by the API already).

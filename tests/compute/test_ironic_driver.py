@@ -102,9 +102,10 @@ class BareMetalCloud:
         return response.json()["inventories"][resource_class]  # type: ignore[no-any-return]
 
 
-def _enroll(cloud: BareMetalCloud, name: str, resource_class: str | None, traits: list[str] | None = None) -> str:
+def _enroll(cloud: BareMetalCloud, name: str, resource_class: str | None, traits: list[str] | None = None,
+            **extra: str) -> str:
     body: dict[str, Any] = {"name": name, "driver": "fake-hardware", "deploy_interface": "fake",
-                            "rescue_interface": "fake"}
+                            "rescue_interface": "fake", **extra}
     if resource_class:
         body["resource_class"] = resource_class
     created = cloud.api("POST", "/baremetal/v1/nodes", json=body)
@@ -155,12 +156,21 @@ def bm_cloud(database_factory: DatabaseFactory, tmp_path_factory: pytest.TempPat
         cloud.nodes["broken"] = _enroll(cloud, "broken", "broken", ["CUSTOM_FAIL_DEPLOY"])
         # Without a resource class a node is no hypervisor.
         cloud.nodes["unclassified"] = _enroll(cloud, "unclassified", None)
-        template = {"name": "CUSTOM_FAIL_DEPLOY", "steps": [
-            {"interface": "bios", "step": "apply_configuration", "args": {"settings": "not a list"},
-             "priority": 150}]}
-        created = cloud.api("POST", "/baremetal/v1/deploy_templates", json=template,
-                            headers={"X-OpenStack-Ironic-API-Version": "1.55"})
-        assert created.status_code == 201, created.text
+        # Two nodes for one flavor whose template sets the BIOS: the one without a BIOS
+        # interface fails its deploy. The scheduler breaks the tie between equal nodes by
+        # name (the node's UUID), so the failing one is tried first.
+        cloud.nodes["retry-bad"] = _enroll(cloud, "retry-bad", "retry", ["CUSTOM_RETRY"], bios_interface="no-bios",
+                                           uuid="00000000-0000-4000-8000-000000000001")
+        cloud.nodes["retry-good"] = _enroll(cloud, "retry-good", "retry", ["CUSTOM_RETRY"],
+                                            uuid="ffffffff-0000-4000-8000-000000000001")
+        for name, settings in (("CUSTOM_FAIL_DEPLOY", "not a list"),
+                               ("CUSTOM_RETRY", [{"name": "boot_mode", "value": "uefi"}])):
+            template = {"name": name, "steps": [
+                {"interface": "bios", "step": "apply_configuration", "args": {"settings": settings},
+                 "priority": 150}]}
+            created = cloud.api("POST", "/baremetal/v1/deploy_templates", json=template,
+                                headers={"X-OpenStack-Ironic-API-Version": "1.55"})
+            assert created.status_code == 201, created.text
         image = active_image(cloud.url + "/image", {"X-Auth-Token": cloud.token}, name="bm-image",
                              visibility="public")
         cloud.image = image["id"]
@@ -169,6 +179,8 @@ def bm_cloud(database_factory: DatabaseFactory, tmp_path_factory: pytest.TempPat
         cloud.osc("flavor", "create", *bare, "--property", "resources:CUSTOM_BAREMETAL=1", "BM")
         cloud.osc("flavor", "create", *bare, "--property", "resources:CUSTOM_BROKEN=1", "--property",
                   "trait:CUSTOM_FAIL_DEPLOY=required", "BM-BROKEN")
+        cloud.osc("flavor", "create", *bare, "--property", "resources:CUSTOM_RETRY=1", "--property",
+                  "trait:CUSTOM_RETRY=required", "BM-RETRY")
         key_file = base / "key.pub"
         key_file.write_text(PUBLIC_KEY + "\n")
         cloud.osc("keypair", "create", "--public-key", str(key_file), "K")
@@ -220,9 +232,10 @@ def _delete(cloud: BareMetalCloud, *servers: str) -> None:
 
 def test_nodes_with_a_resource_class_are_hypervisors(bm_cloud: BareMetalCloud) -> None:
     cloud = bm_cloud
-    _wait_ready(cloud, (*NODES, "broken"))
+    classified = (*NODES, "broken", "retry-bad", "retry-good")
+    _wait_ready(cloud, classified)
     hypervisors = _hypervisors(cloud)
-    assert hypervisors == {cloud.nodes[name]: "ironic" for name in (*NODES, "broken")}
+    assert hypervisors == {cloud.nodes[name]: "ironic" for name in classified}
     inventory = cloud.inventory(cloud.nodes["bm-0"], "CUSTOM_BAREMETAL")
     assert (inventory["total"], inventory["reserved"], inventory["max_unit"]) == (1, 0, 1)
     traits = cloud.placement(f"/resource_providers/{cloud.nodes['broken']}/traits").json()["traits"]
@@ -316,15 +329,75 @@ def test_more_servers_than_nodes_is_no_valid_host(bm_cloud: BareMetalCloud) -> N
         cloud.wait_node(cloud.nodes[name], "available")
 
 
-def test_a_failed_deploy_frees_the_node_and_the_claim(bm_cloud: BareMetalCloud) -> None:
+def test_a_failed_deploy_with_no_node_left_frees_the_node_and_the_claim(bm_cloud: BareMetalCloud) -> None:
     cloud = bm_cloud
     _wait_ready(cloud, ("broken",))
     created = cloud.osc("server", "create", "--image", cloud.image, "--flavor", "BM-BROKEN", "doomed")
-    cloud.wait_server(created["id"], "ERROR")
-    server = cloud.osc("server", "show", "doomed")
-    assert server["fault"]["message"].startswith(f"Failed to provision instance {server['id']}: Deploy step")
-    assert "not a list" in server["fault"]["message"] or "Invalid BIOS settings" in server["fault"]["message"]
+    server = cloud.wait_server(created["id"], "ERROR")
+    # Rescheduled, but no other node fits: upstream's fault, and no host.
+    assert server["fault"]["message"] == (
+        "Exceeded maximum number of retries. Exhausted all hosts available for retrying build failures for "
+        f"instance {server['id']}.")
+    assert (server["OS-EXT-SRV-ATTR:host"], server["OS-EXT-SRV-ATTR:hypervisor_hostname"]) == (None, None)
     node = cloud.wait_node(cloud.nodes["broken"], "available")
     assert (node["instance_uuid"], node["instance_info"]) == (None, {})
     assert cloud.allocations(server["id"]) == {}
+    # The deploy's own error is in the build's event.
+    events = _create_events(cloud, server["id"])
+    assert [(e["event"], e["result"], e["host"]) for e in events] == [
+        ("compute__do_build_and_run_instance", "Error", "bm-host")]
+    assert f"Failed to provision instance {server['id']}: Deploy step" in events[0]["traceback"]
     _delete(cloud, server["id"])
+
+
+def test_a_failed_deploy_is_rescheduled_to_another_node(bm_cloud: BareMetalCloud) -> None:
+    cloud = bm_cloud
+    bad, good = cloud.nodes["retry-bad"], cloud.nodes["retry-good"]
+    _wait_ready(cloud, ("retry-bad", "retry-good"))
+    created = cloud.osc("server", "create", "--image", cloud.image, "--flavor", "BM-RETRY", "second-try")
+    server = cloud.wait_server(created["id"], "ACTIVE")
+    assert server["OS-EXT-SRV-ATTR:hypervisor_hostname"] == good and "fault" not in server
+    assert (cloud.node(good)["provision_state"], cloud.node(good)["instance_uuid"]) == ("active", server["id"])
+    # The failed node is freed, and neither the server nor anything else holds it.
+    node = cloud.wait_node(bad, "available")
+    assert (node["instance_uuid"], node["instance_info"]) == (None, {})
+    assert list(cloud.allocations(server["id"])) == [good]
+    usages = cloud.placement(f"/resource_providers/{bad}/usages").json()["usages"]
+    assert usages == {"CUSTOM_RETRY": 0}
+    events = _create_events(cloud, server["id"])
+    assert [(e["event"], e["result"]) for e in events] == [
+        ("compute__do_build_and_run_instance", "Error"), ("compute__do_build_and_run_instance", "Success")]
+    _delete(cloud, server["id"])
+    cloud.wait_node(good, "available")
+
+
+def test_the_claim_stays_until_the_node_is_undeployed(bm_cloud: BareMetalCloud) -> None:
+    cloud = bm_cloud
+    _wait_ready(cloud, NODES)
+    server = cloud.osc("server", "create", "--image", cloud.image, "--flavor", "BM", "kept")
+    node_uuid = cloud.wait_server(server["id"], "ACTIVE")["OS-EXT-SRV-ATTR:hypervisor_hostname"]
+    # A protected node refuses to be undeployed: the delete fails as upstream's does.
+    assert cloud.api("PATCH", f"/baremetal/v1/nodes/{node_uuid}",
+                     json=[{"op": "replace", "path": "/protected", "value": True}]).status_code == 200
+    cloud.osc("server", "delete", server["id"], json_output=False)
+    failed = cloud.wait_server(server["id"], "ERROR")
+    assert "is protected and cannot be undeployed" in failed["fault"]["message"]
+    assert (cloud.node(node_uuid)["provision_state"], cloud.node(node_uuid)["instance_uuid"]) == (
+        "active", server["id"])
+    assert list(cloud.allocations(server["id"])) == [node_uuid]
+    assert cloud.api("PATCH", f"/baremetal/v1/nodes/{node_uuid}",
+                     json=[{"op": "replace", "path": "/protected", "value": False}]).status_code == 200
+    # Deleted again: the node is undeployed, then the claim goes with the server.
+    _delete(cloud, server["id"])
+    assert cloud.allocations(server["id"]) == {}
+    node = cloud.wait_node(node_uuid, "available")
+    assert (node["instance_uuid"], node["instance_info"]) == (None, {})
+
+
+def _create_events(cloud: BareMetalCloud, server_id: str) -> list[dict[str, Any]]:
+    headers = {"OpenStack-API-Version": "compute 2.73"}
+    actions = cloud.api("GET", f"/compute/v2.1/servers/{server_id}/os-instance-actions", headers=headers)
+    create = [a for a in actions.json()["instanceActions"] if a["action"] == "create"][0]
+    shown = cloud.api("GET", f"/compute/v2.1/servers/{server_id}/os-instance-actions/{create['request_id']}",
+                      headers=headers)
+    return sorted(shown.json()["instanceAction"]["events"], key=lambda e: e["start_time"])  # type: ignore[no-any-return]

@@ -331,6 +331,15 @@ def compute_nodes(conn: Connection, host: str | None = None, hostname_like: str 
     return [dict(row._mapping) for row in conn.execute(query.order_by(t.compute_nodes.c.id))]
 
 
+def hypervisor_type_of(conn: Connection, host: str, node: str | None) -> str | None:
+    """The hypervisor type of the host's compute node ``node`` (None when it has none such)."""
+    # SELECT hypervisor_type FROM compute_nodes WHERE host = :host AND hypervisor_hostname = :node
+    c = t.compute_nodes.c
+    return conn.execute(  # type: ignore[no-any-return]
+        sa.select(c.hypervisor_type).where(c.host == host, c.hypervisor_hostname == (node or ""))
+    ).scalar()
+
+
 def node_usage(conn: Connection) -> dict[tuple[str, str], dict[str, int]]:
     """What the instances on each (host, node) use: neither deleted ones nor those on no host count."""
     # SELECT host, node, count(*), sum(vcpus), sum(memory_mb), sum(root_gb + ephemeral_gb),

@@ -134,7 +134,7 @@ def build_resource_request(state: Any, boot: Any) -> BootPlan:
                     group=boot.group, same_host=list(boot.same_host), different_host=list(boot.different_host))
 
 
-def _service_is_up(conf: Any, service: dict[str, Any], now: datetime.datetime) -> bool:
+def service_is_up(conf: Any, service: dict[str, Any], now: datetime.datetime) -> bool:
     if service["forced_down"]:
         return False
     seen = service["last_seen_up"] or service["updated_at"] or service["created_at"]
@@ -151,7 +151,7 @@ def eligible_nodes(state: Any, plan: BootPlan, availability_zone: str | None) ->
         with database.read() as conn:
             services = cq.list_services(conn, binary=COMPUTE_BINARY)
             usable = {
-                s["host"] for s in services if not s["disabled"] and _service_is_up(state.conf, s, now)
+                s["host"] for s in services if not s["disabled"] and service_is_up(state.conf, s, now)
             }
             return [
                 (node["uuid"], node["host"], node["hypervisor_hostname"])

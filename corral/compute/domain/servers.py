@@ -32,8 +32,15 @@ from corral.compute.db import cell_queries as cq
 from corral.compute.db import server_records as records
 from corral.compute.db import server_groups as group_db
 from corral.compute.domain import quota, server_groups, states
-from corral.compute.domain.scheduling import BootPlan, build_resource_request, eligible_nodes
+from corral.compute.domain.scheduling import (
+    COMPUTE_BINARY,
+    BootPlan,
+    build_resource_request,
+    eligible_nodes,
+    service_is_up,
+)
 from corral.compute.scheduler import NoValidHost, SchedulerUnavailable, Selection
+from corral.compute.virt.driver import destroys_before_delete
 
 LOG = logging.getLogger(__name__)
 
@@ -401,13 +408,10 @@ def _hard_delete(state: Any, found: Found, context: RequestContext) -> None:
     if found.cell is None:
         # Never reached a cell: drop the build request.
         state.api_db.write(lambda conn: q.delete_build_request(conn, instance_uuid))
-    else:
-        now = q.utcnow()
-        # The guest is destroyed by the host's compute service when it next looks (upstream's reap).
-        _update_in_cell(
-            state, found, None, ("delete", context), deleted=True, deleted_at=now, terminated_at=now,
-            vm_state=states.DELETED, task_state=None, power_state=states.NOSTATE,
-        )
+    elif _delete_in_cell(state, found, context):
+        # Its host deletes it once its guest is destroyed, and frees its claim then.
+        _set_queued_for_delete(state, instance_uuid, True)
+        return
     _set_queued_for_delete(state, instance_uuid, True)
     server_groups.forget_host(state.api_db, instance_uuid)
     try:
@@ -415,6 +419,54 @@ def _hard_delete(state: Any, found: Found, context: RequestContext) -> None:
     except SchedulerUnavailable as error:
         # The compute service's periodic audit releases it later.
         LOG.warning("could not release the resources of %s yet: %s", instance_uuid, error)
+
+
+def _delete_in_cell(state: Any, found: Found, context: RequestContext) -> bool:
+    """Delete the server in its cell; True when its host is to do it (upstream's terminate_instance).
+
+    As upstream, a server whose driver destroys before it deletes (bare
+    metal) is left ``deleting`` with a ``delete`` task for its host, whose
+    compute service then undeploys it, deletes it and frees its claim. A
+    server on no host, or whose compute service is down, is deleted at
+    once (upstream's local delete), as is every server of a driver whose
+    guests go at once: its host destroys the guest when it next looks
+    (upstream's reap).
+    """
+    assert found.cell is not None and found.instance is not None
+    instance_uuid = found.mapping.instance_uuid
+    host, node = found.instance.get("host"), found.instance.get("node")
+
+    def on_host(conn: Any) -> bool:
+        if not host or not destroys_before_delete(cq.hypervisor_type_of(conn, host, node)):
+            return False
+        service = cq.get_service(conn, host=host, binary=COMPUTE_BINARY)
+        return service is not None and service_is_up(state.conf, service, q.utcnow())
+
+    def change(conn: Any) -> bool:
+        if on_host(conn):
+            if not cq.update_instance(conn, instance_uuid, {"deleted": False}, task_state=states.DELETING):
+                raise not_found(instance_uuid)
+            records.start_action(conn, instance_uuid, "delete", context.request_id, context.user_id,
+                                 context.project_id)
+            records.add_task(conn, instance_uuid, "delete", context.request_id, {})
+            return True
+        now = q.utcnow()
+        # The guest is destroyed by the host's compute service when it next looks (upstream's reap).
+        if cq.update_instance(conn, instance_uuid, None, deleted=True, deleted_at=now, terminated_at=now,
+                              vm_state=states.DELETED, task_state=None, power_state=states.NOSTATE):
+            records.start_action(conn, instance_uuid, "delete", context.request_id, context.user_id,
+                                 context.project_id)
+        return False
+
+    def work(_cell: CellMapping, database: Database) -> bool:
+        return bool(database.write(change))
+
+    try:
+        return bool(state.cells.run_in_cell(found.cell, work))
+    except errors.NotFound:
+        raise
+    except Exception as error:
+        raise CellDown(f"Cell {found.cell.uuid} did not accept the change: {error}") from error
 
 
 def delete_server(state: Any, context: RequestContext, instance_uuid: str) -> None:

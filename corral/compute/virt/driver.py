@@ -107,6 +107,11 @@ class ComputeDriver:
 
     #: Shown as the hypervisor type of the nodes (``fake``, ``ironic``).
     hypervisor_type = ""
+    #: Whether a delete is carried out by the compute service as upstream's: the server stays
+    #: (task state ``deleting``) until :meth:`destroy` returned, and only then is it deleted and its
+    #: allocation freed. False: the API deletes it at once and the host reaps the guest later,
+    #: which is right for guests that go at once (the fake driver's).
+    destroy_before_delete = False
     #: Upstream's capability flags the manager and the API look at.
     capabilities: dict[str, bool] = {"supports_console_log": False, "supports_snapshot": False,
                                      "supports_rebuild": False}
@@ -215,6 +220,17 @@ def load_driver(conf: cfg.ConfigOpts, name: str | None = None) -> ComputeDriver:
 # Drivers by the hypervisor type their nodes show, for the calls the API
 # makes itself (upstream makes them over RPC to the host): the console log.
 _BY_HYPERVISOR_TYPE = {"fake": "fake.FakeDriver", "ironic": "ironic.IronicDriver"}
+
+
+def destroys_before_delete(hypervisor_type: str | None) -> bool:
+    """Whether the servers on nodes of this hypervisor type are deleted by their compute service."""
+    name = _BY_HYPERVISOR_TYPE.get(hypervisor_type or "")
+    if name is None:
+        return False
+    try:
+        return driver_class(name).destroy_before_delete
+    except (ImportError, ValueError):
+        return False
 
 
 def driver_for_hypervisor_type(conf: cfg.ConfigOpts, hypervisor_type: str) -> ComputeDriver | None:

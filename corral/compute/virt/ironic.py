@@ -283,6 +283,8 @@ def _error_message(response: Any) -> str:
 
 class IronicDriver(ComputeDriver):
     hypervisor_type = "ironic"
+    # An undeploy takes long and may fail: the claim stays until the node is back.
+    destroy_before_delete = True
     capabilities = {"supports_console_log": False, "supports_snapshot": False, "supports_rebuild": True}
 
     def __init__(self, conf: cfg.ConfigOpts) -> None:
@@ -556,8 +558,14 @@ class IronicDriver(ComputeDriver):
 
     def _undeploy(self, node_uuid: str) -> None:
         self.client.provision(node_uuid, "deleted")
-        self._wait(node_uuid, lambda node: node.get("provision_state") in UNDEPLOYED or not node.get("instance_uuid"),
-                   limit=self.conf.ironic.api_max_retries)
+        try:
+            self._wait(node_uuid,
+                       lambda node: node.get("provision_state") in UNDEPLOYED or not node.get("instance_uuid"),
+                       limit=self.conf.ironic.api_max_retries)
+        except VirtDriverError:
+            state = self.client.node(node_uuid).get("provision_state")
+            raise VirtDriverError(f"Error destroying the instance on node {node_uuid}. Provision state still "
+                                  f"'{state}'.") from None
 
     def destroy(self, instance: dict[str, Any], network_info: list[Any], block_device_info: Any = None,
                 destroy_disks: bool = True) -> None:
