@@ -402,8 +402,10 @@ class ComputeManager:
         except Exception as error:
             LOG.warning("server %s failed to spawn: %s", uuid, error)
             return
+        # Not if deleted or being deleted meanwhile (a node taken over by another host keeps its build).
+        building = {"vm_state": states.BUILDING, "task_state": states.SPAWNING, "deleted": False}
         changed = self._update(
-            uuid, building_on(self.host, instance), vm_state=states.ACTIVE, task_state=None,
+            uuid, building, vm_state=states.ACTIVE, task_state=None,
             power_state=self._power_state(instance), launched_at=q.utcnow(), build_alternates=None,
         )
         if not changed:
