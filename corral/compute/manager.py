@@ -434,8 +434,9 @@ class ComputeManager:
             self.driver.destroy(instance, [])
         except Exception as cleanup_error:  # noqa: BLE001 - the build's own error is what matters
             LOG.warning("server %s: cleanup after the failed build failed: %s", uuid, cleanup_error)
-        # The allocation on the failed node goes before an alternate is claimed.
-        self.scheduler.release(uuid)
+        # The allocation on the failed node goes before an alternate is claimed (one left
+        # behind makes every claim fail: the build then ends in ERROR).
+        self._release(uuid)
         reschedule(self.scheduler, self.cell_db, self.api_db, self.host, instance, retry)
 
     def _image(self, image_id: str | None) -> dict[str, Any]:

@@ -34,8 +34,6 @@ LOG = logging.getLogger(__name__)
 class MaxRetriesExceeded(Exception):
     """Upstream's MaxRetriesExceeded (a NoValidHost), as the fault of a build that ran out of hosts."""
 
-    code = 500
-
     def __init__(self, instance_uuid: str) -> None:
         super().__init__(
             "Exceeded maximum number of retries. Exhausted all hosts available for retrying build failures "
@@ -74,7 +72,12 @@ def reschedule(scheduler: Any, cell_db: Any, api_db: Any, host: str, instance: d
     hosts = retry["hosts"]
     while alternates:
         alternate = alternates.pop(0)
-        if not scheduler.claim(uuid, alternate["allocations"], instance["project_id"], instance["user_id"]):
+        try:
+            claimed = scheduler.claim(uuid, alternate["allocations"], instance["project_id"], instance["user_id"])
+        except Exception as error:  # noqa: BLE001 - Placement not answering: upstream's ERROR with that fault
+            _fail(cell_db, api_db, host, uuid, expected, error)
+            return None
+        if not claimed:
             LOG.info("server %s: alternate node %s is taken; trying the next", uuid, alternate["node"])
             continue
         if api_db is not None and not server_groups.move_member(api_db, uuid, alternate["host"]):
@@ -94,15 +97,21 @@ def reschedule(scheduler: Any, cell_db: Any, api_db: Any, host: str, instance: d
         LOG.info("server %s rescheduled from %s (node %s) to %s (node %s)", uuid, host, instance.get("node"),
                  alternate["host"], alternate["node"])
         return str(alternate["host"])
-    error = MaxRetriesExceeded(uuid)
+    _fail(cell_db, api_db, host, uuid, expected, MaxRetriesExceeded(uuid))
+    return None
+
+
+def _fail(cell_db: Any, api_db: Any, host: str, uuid: str, expected: dict[str, Any], error: Exception) -> None:
+    """The build is over: ERROR on no host, with the fault (upstream's _cleanup_when_reschedule_fails)."""
     LOG.warning("server %s: %s", uuid, error)
+    format_message = getattr(error, "format_message", None)
+    message = str(format_message()) if callable(format_message) else type(error).__name__
 
     def fail(conn: Any) -> None:
         if cq.update_instance(conn, uuid, expected, vm_state=states.ERROR, task_state=None, host=None, node=None,
                               build_alternates=None):
-            records.add_fault(conn, uuid, error.code, str(error), None, host)
+            records.add_fault(conn, uuid, 500, message, None, host)
 
     cell_db.write(fail)
     if api_db is not None:
         server_groups.forget_host(api_db, uuid)
-    return None
