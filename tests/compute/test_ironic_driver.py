@@ -395,9 +395,15 @@ def test_the_claim_stays_until_the_node_is_undeployed(bm_cloud: BareMetalCloud) 
 
 
 def _create_events(cloud: BareMetalCloud, server_id: str) -> list[dict[str, Any]]:
+    """The create action's events once all are finished (the last one ends after the server's state changed)."""
     headers = {"OpenStack-API-Version": "compute 2.73"}
     actions = cloud.api("GET", f"/compute/v2.1/servers/{server_id}/os-instance-actions", headers=headers)
     create = [a for a in actions.json()["instanceActions"] if a["action"] == "create"][0]
-    shown = cloud.api("GET", f"/compute/v2.1/servers/{server_id}/os-instance-actions/{create['request_id']}",
-                      headers=headers)
-    return sorted(shown.json()["instanceAction"]["events"], key=lambda e: e["start_time"])  # type: ignore[no-any-return]
+
+    def finished() -> list[dict[str, Any]] | None:
+        shown = cloud.api("GET", f"/compute/v2.1/servers/{server_id}/os-instance-actions/{create['request_id']}",
+                          headers=headers)
+        events = sorted(shown.json()["instanceAction"]["events"], key=lambda e: e["start_time"])
+        return events if all(e["result"] is not None for e in events) else None
+
+    return wait_for(finished, timeout=30, interval=0.1)  # type: ignore[no-any-return]
