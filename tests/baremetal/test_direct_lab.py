@@ -404,6 +404,7 @@ def test_machines_are_inspected_cleaned_and_deployed_by_compute_and_metalsmith_i
                            "--config-drive", "true", "--user-data", str(user_data), "--wait", "metal-bios")
     except BaseException:
         deploying.kill()
+        deploying.communicate()
         raise
     times["server_create_s"] = round(time.monotonic() - requested, 1)
     _finished(lab, deploying)
@@ -474,6 +475,7 @@ def test_machines_are_inspected_cleaned_and_deployed_by_compute_and_metalsmith_i
         cloud.osc("server", "delete", "--wait", server["id"], json_output=False)
     except BaseException:
         undeploying.kill()
+        undeploying.communicate()
         raise
     _finished(lab, undeploying)
     available = wait_all(lab, list(nodes), "available", ("clean failed", "error"))
