@@ -202,9 +202,11 @@ SERVER_OPTS = [
     ),
     cfg.FloatOpt(
         "keepalive_timeout",
-        default=5.0,
+        default=75.0,
         min=1.0,
-        help="Seconds an idle kept-alive connection stays open.",
+        help="Seconds an idle kept-alive connection stays open. Well above the intervals clients poll at "
+        "(the openstack CLI's --wait every 5 s): a client reusing its connection just as the server "
+        "closes it fails with 'Remote end closed connection without response'.",
     ),
     cfg.FloatOpt(
         "send_timeout",

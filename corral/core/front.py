@@ -88,7 +88,7 @@ RECEIVE_BUFFER = 16 * 1024
 class Limits:
     header_timeout: float = 10.0
     body_timeout: float = 30.0
-    keepalive: float = 5.0
+    keepalive: float = 75.0
     send_timeout: float = 60.0
     max_connections: int = 1000
     max_body_size: int = 114688

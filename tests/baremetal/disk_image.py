@@ -6,8 +6,9 @@ for BIOS and a standalone GRUB as ``EFI/BOOT/BOOTX64.EFI`` for UEFI.  Its
 init loads the virtio and ISO 9660 modules, finds the partition labelled
 ``config-2`` (the config drive the agent wrote at the end of the disk),
 mounts it, reads ``openstack/latest/meta_data.json`` and calls the URL
-named by its ``meta.corral_callback`` with the file's bytes (hex) and the
-partition it was found on.  It writes ``CORRAL-DEPLOYED`` lines on the
+named by its ``meta.corral_callback`` (else the URL the image was built
+with followed by the ``uuid`` the file holds) with the file's bytes (hex)
+and the partition it was found on.  It writes ``CORRAL-DEPLOYED`` lines on the
 serial console as it goes.
 
 Built without loop devices or root: mkfs.vfat, mtools' syslinux and mcopy
@@ -58,7 +59,9 @@ if [ -z "$found" ] || ! mount -t iso9660 -o ro "$found" /configdrive; then
 fi
 META=/configdrive/openstack/latest/meta_data.json
 say "config drive on $found: $(cat $META)"
-CB=$(sed -n 's/.*"corral_callback":"\([^"]*\)".*/\1/p' $META)
+CB=$(sed -n 's/.*"corral_callback": *"\([^"]*\)".*/\1/p' $META)
+# Without one in the metadata (metalsmith's config drive has no "meta"): the image's own, plus the UUID.
+[ -n "$CB" ] || CB="@DEFAULT_CALLBACK@$(sed -n 's/.*"uuid": *"\([^"]*\)".*/\1/p' $META)"
 HEX=$(od -An -v -tx1 $META | tr -d ' \n')
 ip link set lo up
 ip link set eth0 up && ip addr add 10.0.2.15/24 dev eth0 && ip route add default via 10.0.2.2
@@ -131,13 +134,13 @@ def _modules(deb: str, work: Path) -> list[Path]:
     return ordered
 
 
-def _initramfs(work: Path, modules: list[Path]) -> bytes:
+def _initramfs(work: Path, modules: list[Path], default_callback: str) -> bytes:
     root = work / "initrd"
     for directory in ("bin", "proc", "sys", "dev", "tmp", "lib/modules"):
         (root / directory).mkdir(parents=True, exist_ok=True)
     shutil.copyfile(BUSYBOX, root / "bin/busybox")
     (root / "bin/busybox").chmod(0o755)
-    (root / "init").write_text(INIT)
+    (root / "init").write_text(INIT.replace("@DEFAULT_CALLBACK@", default_callback))
     (root / "init").chmod(0o755)
     for module in modules:
         shutil.copyfile(module, root / "lib/modules" / module.name)
@@ -148,10 +151,10 @@ def _initramfs(work: Path, modules: list[Path]) -> bytes:
     return gzip.compress(archive, compresslevel=6)
 
 
-def build(kernel: str, deb: str, work: Path) -> tuple[bytes, bytes]:
-    """The raw image and the same as qcow2."""
+def build(kernel: str, deb: str, work: Path, default_callback: str = "") -> tuple[bytes, bytes]:
+    """The raw image and the same as qcow2; ``default_callback`` is where it reports without meta.corral_callback."""
     work.mkdir(parents=True, exist_ok=True)
-    (work / "initrd.gz").write_bytes(_initramfs(work, _modules(deb, work)))
+    (work / "initrd.gz").write_bytes(_initramfs(work, _modules(deb, work), default_callback))
     (work / "syslinux.cfg").write_text(SYSLINUX_CFG)
     (work / "grub.cfg").write_text(GRUB_CFG)
     efi = work / "BOOTX64.EFI"

@@ -35,6 +35,8 @@ from tests.baremetal.test_direct_deploy import (
     iso_file,
     vmedia_node,
 )
+from tests.baremetal.test_inspection import DATA as INSPECTION_DATA
+from tests.baremetal.test_inspection import MAC_ACTIVE
 from tests.baremetal.test_provisioning import provision
 from tests.baremetal.vmedia_support import Emulator, require
 from tests.support.databases import DatabaseFactory
@@ -271,6 +273,49 @@ def test_fast_track_deploys_through_the_agent_left_running_by_cleaning(
     assert "agent_url" not in waiting["driver_internal_info"]
     assert waiting["driver_internal_info"]["fake_boot_device"] == {"boot_device": "pxe", "persistent": False}
     assert len(agent.named("standby.prepare_image")) == 1
+
+
+def test_fast_track_keeps_the_agent_of_inspection_for_cleaning_and_deployment(
+        fast_server: AgentServer, agent: FakeAgent, images: ImageServer) -> None:
+    server = fast_server
+    client = server.client
+    mac = MAC_ACTIVE
+    enroll(client, "ft3", mac, inspect_interface="agent", automated_clean=True)
+    assert provision(client, "ft3", "inspect").status_code == 202
+    wait_for_state(client, "ft3", "inspect wait")
+    data = {**INSPECTION_DATA, "inventory": {**INSPECTION_DATA["inventory"], "bmc_address": None}}
+    response = requests.post(f"{server.url}/v1/continue_inspection", json=data, timeout=30)
+    assert response.status_code == 202, response.text
+    inspected = wait_for_state(client, "ft3", "manageable")
+    # The machine stays on with its agent, which then looks the node up and heartbeats.
+    assert (inspected["power_state"], inspected["last_error"]) == ("power on", None)
+    token = heartbeat(server, agent, "ft3", mac)
+
+    assert provision(client, "ft3", "provide").status_code == 202
+    waiting = wait_for_state(client, "ft3", "clean wait")
+    # No reboot: the running agent is kept, its next heartbeat hands over its clean steps.
+    assert waiting["driver_internal_info"]["agent_url"] == agent.url
+    heartbeat(server, agent, "ft3", mac, token)
+    assert wait_for_state(client, "ft3", "available")["power_state"] == "power on"
+    assert agent.named("clean.get_clean_steps")
+
+    url, sha256 = images.publish("ft3.img", raw_image(PAYLOAD))
+    set_image(client, "ft3", url, sha256)
+    assert provision(client, "ft3", "active").status_code == 202
+    wait_for(lambda: agent.named("standby.prepare_image"))
+    heartbeat(server, agent, "ft3", mac, token)
+    active = wait_for_state(client, "ft3", "active")
+    assert active["last_error"] is None
+
+    # A failed inspection powers the machine off all the same.
+    enroll(client, "ft4", "52:54:00:00:e2:04", inspect_interface="agent")
+    assert provision(client, "ft4", "inspect").status_code == 202
+    wait_for_state(client, "ft4", "inspect wait")
+    failing = {**INSPECTION_DATA, "inventory": {**INSPECTION_DATA["inventory"], "interfaces": [
+        {**INSPECTION_DATA["inventory"]["interfaces"][0], "mac_address": "52:54:00:00:e2:04"}]}, "error": "boom"}
+    assert requests.post(f"{server.url}/v1/continue_inspection", json=failing, timeout=30).status_code == 202
+    failed = wait_for_state(client, "ft4", "inspect failed")
+    assert failed["power_state"] == "power off"
 
 
 # ------------------------------------------------- over Redfish virtual media

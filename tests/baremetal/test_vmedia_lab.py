@@ -1,15 +1,16 @@
 """End to end: QEMU machines behind sushy-tools' Redfish emulator, deployed with virtual media.
 
-Three virtual machines (libvirt, QEMU's TCG emulator; two BIOS, one UEFI)
+Four virtual machines (libvirt, QEMU's TCG emulator; three BIOS, one UEFI)
 are enrolled as ``redfish`` nodes with ``redfish-virtual-media`` +
 ``ramdisk`` and deployed at the same time: one from an ISO image this test
-builds (Corral only verifies and publishes it), two from a kernel and a
-ramdisk that Corral makes into an ISO (isolinux for BIOS, GRUB for UEFI)
-with the node's ``ramdisk_kernel_arguments``.  The
-ramdisk's own init proves each boot: it calls this test back over the
-guest's network with the machine's SMBIOS UUID and its kernel command line,
-and writes a line on the serial console.  Then one of the machines boots an
-ISO the test uploaded to the Image service, named by its image UUID.
+builds given by URL (Corral only verifies and publishes it), one from the
+same kind of ISO uploaded to the Image service and named by its image
+UUID, two from a kernel and a ramdisk that Corral makes into an ISO
+(isolinux for BIOS, GRUB for UEFI) with the node's
+``ramdisk_kernel_arguments``.  The ramdisk's own init proves each boot: it
+calls this test back over the guest's network with the machine's SMBIOS
+UUID and its kernel command line, and writes a line on the serial console.
+(The agent's ISOs, built the same way, boot in test_direct_lab.py.)
 
 ``tools/baremetal-lab`` installs and starts what this needs (libvirtd, a
 storage pool, the kernel and busybox ramdisk); without it the test skips,
@@ -37,17 +38,17 @@ from tests.image.conftest import ImageServer as ImageService
 from tests.image.conftest import create, upload
 from tests.support.databases import DatabaseFactory
 
-# Emulated machines are slow when the host is busy: generous limits (a passing run takes 1 to 2 minutes).
+# Emulated machines are slow when the host is busy: generous limits (a passing run takes about a minute).
 pytestmark = [pytest.mark.backends("first"), pytest.mark.timeout(900)]
 
-# Each guest boot takes 10 to 15 s on TCG when the host is idle; three at once on two cores, with room to spare.
+# Each guest boot takes 10 to 15 s on TCG when the host is idle; four at once on two cores, with room to spare.
 BOOT_TIMEOUT = 480
 
 
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     settings = read_lab()
-    machines = Machines(settings, ["bios", "bios", "uefi"])
+    machines = Machines(settings, ["bios", "bios", "uefi", "bios"])
     callbacks = Callbacks()
     images = ImageServer()
     emulator = None
@@ -88,7 +89,7 @@ def build_test_iso(settings: dict[str, str], directory: str, kernel_args: str) -
         return handle.read()
 
 
-def test_qemu_machines_boot_an_iso_and_a_kernel_with_ramdisk_from_virtual_media(baremetal, lab) -> None:
+def test_qemu_machines_boot_isos_and_a_kernel_with_ramdisk_from_virtual_media(baremetal, lab, image_service) -> None:
     client = baremetal.client()
     settings, machines, callbacks, images, emulator = (
         lab["settings"], lab["machines"], lab["callbacks"], lab["images"], lab["emulator"])
@@ -104,6 +105,13 @@ def test_qemu_machines_boot_an_iso_and_a_kernel_with_ramdisk_from_virtual_media(
                 "ramdisk_kernel_arguments": f"console=ttyS0 corral_marker={marker} "
                                             f"corral_callback={callbacks.url_for_guest(label)}"}
 
+    # An ISO in the Image service, private to the node's owner.
+    glance_iso = build_test_iso(settings, os.path.join(lab["tmp"], "image-service"),
+                                f"console=ttyS0 corral_callback={callbacks.url_for_guest('glance-iso')}")
+    project = image_service.client("demo")
+    image = create(project, name="live", disk_format="iso", container_format="bare", visibility="private")
+    assert upload(project, image["id"], glance_iso).status_code == 204
+
     # node name -> (machine, boot mode, instance_info)
     nodes = {
         # An ISO Corral did not build: verified, cached and published as it is.
@@ -113,10 +121,12 @@ def test_qemu_machines_boot_an_iso_and_a_kernel_with_ramdisk_from_virtual_media(
         # A kernel and a ramdisk: Corral builds an isolinux ISO (BIOS) and a GRUB one (UEFI).
         "kernel": (machines.machines[1], "bios", kernel_and_ramdisk("kernel")),
         "kernel-uefi": (machines.machines[2], "uefi", kernel_and_ramdisk("kernel-uefi")),
+        # The Image service's ISO, named by its UUID: fetched, verified and published.
+        "glance-iso": (machines.machines[3], "bios", {"boot_iso": image["id"]}),
     }
     for name, (machine, mode, instance_info) in nodes.items():
         response = client.post("/v1/nodes", json={
-            "driver": "redfish", "name": name,
+            "driver": "redfish", "name": name, "owner": "demo",
             "boot_interface": "redfish-virtual-media", "deploy_interface": "ramdisk",
             "driver_info": {"redfish_address": emulator.url,
                             "redfish_system_id": f"/redfish/v1/Systems/{machine['uuid']}"},
@@ -134,6 +144,14 @@ def test_qemu_machines_boot_an_iso_and_a_kernel_with_ramdisk_from_virtual_media(
     for name in nodes:
         node = wait_for_state(client, name, "active", timeout=120)
         assert (node["last_error"], node["power_state"]) == (None, "power on")
+    info = client.get("/v1/nodes/glance-iso").json()["instance_info"]
+    assert (info["image_disk_format"], info["image_container_format"]) == ("iso", "bare")
+    assert (info["image_os_hash_algo"], info["image_os_hash_value"]) == (
+        "sha512", hashlib.sha512(glance_iso).hexdigest())
+    # The BMC fetched the conductor's verified copy from its file server.
+    glance_node = client.get("/v1/nodes/glance-iso").json()
+    published = f"{baremetal.conductor.file_server_url}/redfish/boot-{glance_node['uuid']}.iso"
+    assert emulator.cd(machines.machines[3]["uuid"])["Image"] == published
 
     # Each ramdisk's own init reports from inside its machine.
     def reported() -> bool:
@@ -180,54 +198,3 @@ def image_service(baremetal, database_factory: DatabaseFactory, tmp_path: Path) 
     finally:
         baremetal.conf.clear_override("endpoint_override", group="glance")
         server.stop()
-
-
-def test_qemu_machine_boots_an_iso_from_the_image_service(baremetal, lab, image_service) -> None:
-    client = baremetal.client()
-    settings, machines, callbacks, emulator = lab["settings"], lab["machines"], lab["callbacks"], lab["emulator"]
-    # A BIOS machine: the test above leaves it off with its CD ejected (a fresh one when run alone).
-    machine = machines.machines[0]
-    iso = build_test_iso(settings, os.path.join(lab["tmp"], "image-service"),
-                         f"console=ttyS0 corral_callback={callbacks.url_for_guest('image-service')}")
-    project = image_service.client("demo")
-    image = create(project, name="live", disk_format="iso", container_format="bare", visibility="private")
-    assert upload(project, image["id"], iso).status_code == 204
-
-    response = client.post("/v1/nodes", json={
-        "driver": "redfish", "name": "glance-iso", "owner": "demo",
-        "boot_interface": "redfish-virtual-media", "deploy_interface": "ramdisk",
-        "driver_info": {"redfish_address": emulator.url,
-                        "redfish_system_id": f"/redfish/v1/Systems/{machine['uuid']}"},
-        "properties": {"capabilities": "boot_mode:bios"},
-        "instance_info": {"boot_iso": image["id"]},
-    })
-    assert response.status_code == 201, response.text
-    node = response.json()
-    assert provision(client, "glance-iso", "manage").status_code == 202
-    wait_for_state(client, "glance-iso", "manageable")
-    assert provision(client, "glance-iso", "provide").status_code == 202
-    wait_for_state(client, "glance-iso", "available")
-    assert provision(client, "glance-iso", "active").status_code == 202
-    deployed = wait_for_state(client, "glance-iso", "active", timeout=120)
-    assert (deployed["last_error"], deployed["power_state"]) == (None, "power on")
-    info = deployed["instance_info"]
-    assert (info["image_disk_format"], info["image_container_format"]) == ("iso", "bare")
-    assert (info["image_os_hash_algo"], info["image_os_hash_value"]) == ("sha512", hashlib.sha512(iso).hexdigest())
-    # The BMC fetched the conductor's verified copy from its file server.
-    published = f"{baremetal.conductor.file_server_url}/redfish/boot-{node['uuid']}.iso"
-    assert emulator.cd(machine["uuid"])["Image"] == published
-
-    try:
-        wait_for(lambda: "image-service" in callbacks.received, timeout=BOOT_TIMEOUT, interval=0.5)
-    except AssertionError:
-        raise AssertionError(f"no boot report: serial console {machines.serial(machine)[-1500:]}; "
-                             f"emulator log {emulator.log()[-1500:]}") from None
-    assert callbacks.received["image-service"]["uuid"].lower() == machine["uuid"]
-    assert machines.state(machine) == "running"
-
-    assert provision(client, "glance-iso", "deleted").status_code == 202
-    undeployed = wait_for_state(client, "glance-iso", "available", timeout=120)
-    assert (undeployed["last_error"], undeployed["power_state"]) == (None, "power off")
-    assert machines.state(machine) == "shut off"
-    cd = emulator.cd(machine["uuid"])
-    assert not cd["Inserted"] and not cd.get("Image")

@@ -6,7 +6,8 @@ and plugin data (``GET /v1/nodes/{node}/inventory``), runs the hooks of
 ``[inspector] hooks`` (:mod:`corral.baremetal.domain.inspection`), then the
 inspection rules (:mod:`corral.baremetal.domain.rule_engine`), writes the
 node's new properties, traits and ports in one transaction, powers the
-machine off and undoes the ramdisk's boot: ``manageable``.  Anything the
+machine off (unless fast track keeps its agent running) and undoes the
+ramdisk's boot: ``manageable``.  Anything the
 data or a rule refuses ends in ``inspect failed`` with the reason as
 ``last_error``, the machine powered off all the same.
 
@@ -94,13 +95,19 @@ def fail(task: Task, message: str) -> None:
     clean_up(task)
 
 
-def clean_up(task: Task) -> None:
-    """The machine off and the ramdisk's boot undone (agent inspection), whatever failed before."""
+def clean_up(task: Task, *, finished: bool = False) -> None:
+    """The machine off and the ramdisk's boot undone (agent inspection), whatever failed before.
+
+    After a finished inspection, fast track leaves the machine on with its agent.
+    """
     clean = getattr(task.driver.inspect, "clean_up", None)
     if clean is None:
         return
     try:
-        clean(task)
+        if finished:
+            clean(task, failed=False)
+        else:
+            clean(task)
     except Exception as error:  # noqa: BLE001 - the node's state already says what happened
         LOG.warning("cleaning up after the inspection of node %s: %s", task.node["uuid"], error)
 
@@ -137,7 +144,7 @@ def process(task: Task, inventory: dict[str, Any], plugin_data: dict[str, Any]) 
         LOG.exception("storing what inspection found on node %s", uuid)
         fail(task, f"Failed to store the inspection results of node {uuid}: {error}")
         return
-    clean_up(task)
+    clean_up(task, finished=True)
     task.process_event("done", inspection_finished_at=node_db.utcnow(), last_error=None)
     LOG.info("inspection of node %s finished", uuid)
 

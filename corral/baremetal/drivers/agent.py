@@ -24,10 +24,11 @@ Cleaning boots the same ramdisk; the agent's clean steps (its hardware
 managers' ``erase_devices_metadata``, ``erase_devices`` ...) are read
 once it heartbeats and run through ``clean.execute_clean_step``.
 
-Fast track (``[deploy] fast_track``): when cleaning succeeded and the
-agent heartbeated within ``fast_track_timeout``, the machine stays on with
-the agent running, and the next deployment skips the reboot: the image is
-written at once.
+Fast track (``[deploy] fast_track``): when inspection or cleaning
+succeeded, the machine stays on with the agent running; while it
+heartbeated within ``fast_track_timeout``, the next cleaning and the next
+deployment skip the reboot: the clean steps run, the image is written, at
+once.
 
 Deploy steps, in upstream's order: deploy (100), write_image (80),
 prepare_instance_boot (60), tear_down_agent (40), boot_instance (20).
@@ -313,6 +314,15 @@ class AgentDeploy(BaseInterface):
     # ---------------------------------------------------------- cleaning
 
     def prepare_cleaning(self, task: Any) -> str:
+        """Boot the ramdisk; cleaning goes on when the agent heartbeats.
+
+        Fast track: an agent still running since inspection (or an earlier cleaning) cleans without a reboot;
+        its next heartbeat hands over its clean steps.
+        """
+        if fast_track_usable(task):
+            LOG.info("fast track cleaning of node %s: its agent is running", task.node["uuid"])
+            _set_info(task, agent_cached_clean_steps=None, agent_pending=WAITING_FOR_BOOT, agent_cleaning=True)
+            return ASYNC
         for_cleaning = {key: None for key in AGENT_KEYS if key != "cleaning_pending_start"}
         _set_info(task, **for_cleaning)
         _set_info(task, agent_pending=WAITING_FOR_BOOT, agent_cleaning=True)

@@ -7,7 +7,8 @@ prepares it: network boot for ``fake``, an ISO in the virtual CD drive for
 node in ``inspect wait``.  The agent collects the machine's inventory and
 posts it to ``POST /v1/continue_inspection``; the conductor processes it
 (:mod:`corral.baremetal.conductor.inspection`), powers the machine off and
-undoes the ramdisk's boot.
+undoes the ramdisk's boot (with ``[deploy] fast_track``, after a finished
+inspection, the machine stays on with the agent running).
 """
 
 from __future__ import annotations
@@ -37,7 +38,18 @@ class AgentInspect(BaseInterface):
         agent_driver.boot_ramdisk(task)
         return ASYNC
 
-    def clean_up(self, task: Any) -> None:
-        """After inspection (finished, failed, timed out or aborted): the machine off, the ramdisk's boot undone."""
+    def clean_up(self, task: Any, failed: bool = True) -> None:
+        """After inspection (finished, failed, timed out or aborted): the machine off, the ramdisk's boot undone.
+
+        With fast track a finished inspection leaves the machine on with its agent running (from memory: its
+        medium is ejected), as upstream: the agent looks the node up, heartbeats, and the next cleaning or
+        deployment uses it without a reboot.
+        """
+        if not failed and task.conductor.conf.deploy.fast_track:
+            task.driver.boot.clean_up_ramdisk(task)
+            info = task.internal_info
+            info.pop("agent_pending", None)
+            task.update(driver_internal_info=info)
+            return
         power_off = task.conductor.conf.inspector.power_off
         agent_driver.stop_ramdisk(task, power_off=power_off)
