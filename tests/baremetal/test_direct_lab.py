@@ -147,13 +147,7 @@ def _serve(database_factory: DatabaseFactory, tmp: Path, settings: dict[str, str
         # Undeploying waits for cleaning, which boots the agent: up to PHASE_TIMEOUT.
         "ironic": {"api_retry_interval": 1, "api_max_retries": PHASE_TIMEOUT},
         "identity": {"password_hash_rounds": 8},
-        "identity_database": {"connection": database_factory.new_url("identity")},
-        "placement_database": {"connection": database_factory.new_url("placement")},
-        "image_database": {"connection": database_factory.new_url("image")},
-        "baremetal_database": {"connection": database_factory.new_url("baremetal")},
-        "api_database": {"connection": database_factory.new_url("compute_api")},
-        "database": {"connection": database_factory.new_url("cell1")},
-        "corral_database": {"max_pool_size": 4, "max_overflow": 8},
+        **database_factory.all_in_one_sections(),
         "conductor": {
             "deploy_kernel": f"file://{settings['CORRAL_LAB_IPA_KERNEL']}",
             "deploy_ramdisk": f"file://{settings['CORRAL_LAB_IPA_RAMDISK']}",

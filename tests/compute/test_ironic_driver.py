@@ -138,13 +138,7 @@ def bm_cloud(database_factory: DatabaseFactory, tmp_path_factory: pytest.TempPat
         "compute": {"poll_interval": 0.1, "cell0_connection": database_factory.new_url("cell0")},
         "ironic": {"api_retry_interval": 0.1},
         "identity": {"password_hash_rounds": 8},
-        "identity_database": {"connection": database_factory.new_url("identity")},
-        "placement_database": {"connection": database_factory.new_url("placement")},
-        "image_database": {"connection": database_factory.new_url("image")},
-        "baremetal_database": {"connection": baremetal_url},
-        "api_database": {"connection": database_factory.new_url("compute_api")},
-        "database": {"connection": database_factory.new_url("cell1")},
-        "corral_database": {"max_pool_size": 4, "max_overflow": 8},
+        **database_factory.all_in_one_sections(baremetal_url),
     })
     process = CorralProcess(config, data_dir, port=port, extra_args=["--migrate"]).start(
         wait_path="/identity/v3", timeout=120)

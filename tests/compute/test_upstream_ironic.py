@@ -194,13 +194,7 @@ def clouds(database_factory: DatabaseFactory,
             "ironic": {"endpoint_override": ironic.url, "auth_type": "http_basic", "username": USER,
                        "password": PASSWORD, "api_retry_interval": 0.1},
             "identity": {"password_hash_rounds": 8},
-            "identity_database": {"connection": database_factory.new_url("identity")},
-            "placement_database": {"connection": database_factory.new_url("placement")},
-            "image_database": {"connection": database_factory.new_url("image")},
-            "baremetal_database": {"connection": database_factory.new_url("baremetal")},
-            "api_database": {"connection": database_factory.new_url("compute_api")},
-            "database": {"connection": database_factory.new_url("cell1")},
-            "corral_database": {"max_pool_size": 4, "max_overflow": 8},
+            **database_factory.all_in_one_sections(),
         })
         # Both start at once: Corral's compute service reads the nodes again every second.
         process = CorralProcess(config, base / "state", port=free_port(), extra_args=["--migrate"]).start(

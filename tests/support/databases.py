@@ -85,6 +85,18 @@ class DatabaseFactory:
         url = sa.engine.make_url(normalize_url(SERVER_URLS[self.backend])).set(database=name)
         return url.render_as_string(hide_password=False)
 
+    def all_in_one_sections(self, baremetal_url: str | None = None) -> dict[str, dict[str, object]]:
+        """A fresh database for each service of an all-in-one ``corral serve``, as configuration sections."""
+        return {
+            "identity_database": {"connection": self.new_url("identity")},
+            "placement_database": {"connection": self.new_url("placement")},
+            "image_database": {"connection": self.new_url("image")},
+            "baremetal_database": {"connection": baremetal_url or self.new_url("baremetal")},
+            "api_database": {"connection": self.new_url("compute_api")},
+            "database": {"connection": self.new_url("cell1")},
+            "corral_database": {"max_pool_size": 4, "max_overflow": 8},
+        }
+
     def _drop(self, name: str) -> None:
         with self._admin.connect() as conn:
             if self.backend == "postgresql":
