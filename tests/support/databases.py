@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import time
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -28,6 +29,11 @@ SERVER_URLS = {
 
 PREFIX = "corral_t_"
 STALE_AFTER = 6 * 3600
+# Databases dropped at once at the end of a run.  A drop mostly waits on
+# the disk (PostgreSQL checkpoints, MariaDB removes a file per table), and
+# concurrent drops share those waits: 40 databases of 30 tables went in a
+# third to a half of the time with four at once (more did no better).
+DROPS_AT_ONCE = 4
 
 
 def server_unavailable_reason(backend: str) -> str | None:
@@ -123,9 +129,12 @@ class DatabaseFactory:
     def cleanup(self) -> None:
         if self.backend == "sqlite":
             return
-        for name in self.created:
-            try:
-                self._drop(name)
-            except sa.exc.SQLAlchemyError:
-                pass
+        with ThreadPoolExecutor(DROPS_AT_ONCE) as pool:
+            list(pool.map(self._drop_quietly, self.created))
         self._admin.dispose()
+
+    def _drop_quietly(self, name: str) -> None:
+        try:
+            self._drop(name)
+        except sa.exc.SQLAlchemyError:
+            pass
