@@ -147,6 +147,24 @@ def test_a_failure_leaves_the_node_in_enroll_with_its_error(discovery) -> None:
     assert [entry["severity"] for entry in history] == ["ERROR"]
 
 
+@pytest.mark.parametrize(("inventory", "error", "ports"), [
+    # Found by nothing but a BMC address no node has: enrolled, and the data has no NIC to use.
+    ({"interfaces": [{"name": "eth0", "mac_address": "not-a-mac"}], "bmc_address": "192.0.2.40"},
+     "No suitable interfaces found in [{'name': 'eth0', 'mac_address': 'not-a-mac'}]", {}),
+    # A hook after ports fails: the ports are made all the same, as upstream's ports hook makes them first.
+    ({**INVENTORY, "cpu": {"architecture": "x86_64"}},
+     "No CPU count in the inventory: cpu is {'architecture': 'x86_64'}", {MAC_ACTIVE: True}),
+])
+def test_data_the_hooks_refuse_still_enrolls(discovery, inventory, error, ports) -> None:
+    client = discovery.client()
+    response = post(discovery, {"inventory": inventory})
+    assert response.status_code == 202, response.text
+    node_uuid = response.json()["uuid"]
+    node = processed(client, node_uuid)
+    assert (node["provision_state"], node["last_error"]) == ("enroll", f"Failed to inspect node {node_uuid}: {error}")
+    assert port_macs(client, node_uuid) == ports
+
+
 def test_bad_requests_enroll_nothing(discovery) -> None:
     client = discovery.client()
     cases = [
