@@ -411,6 +411,21 @@ INSPECTOR_OPTS = [
 ]
 
 
+# Enrolling machines that post an inventory but match no node (upstream's [auto_discovery] group).
+AUTO_DISCOVERY_OPTS = [
+    cfg.BoolOpt(
+        "enabled",
+        default=False,
+        mutable=True,
+        help="Enroll a machine whose agent posts its inventory to /v1/continue_inspection but matches no node: "
+        "a new node in enroll with the driver below, its ports and inventory. Any machine that reaches the "
+        "(unauthenticated) endpoint becomes a node. The driver must be set.",
+    ),
+    cfg.StrOpt("driver", mutable=True,
+               help="Hardware type of the nodes auto-discovery enrolls. Required when auto-discovery is enabled."),
+]
+
+
 def register_opts(conf: cfg.ConfigOpts) -> None:
     conf.register_opts(DATABASE_OPTS, group="baremetal_database")
     conf.register_opts(DEFAULT_OPTS)
@@ -425,6 +440,7 @@ def register_opts(conf: cfg.ConfigOpts) -> None:
     conf.register_opts(REDFISH_OPTS, group="redfish")
     conf.register_opts(DEPLOY_OPTS, group="deploy")
     conf.register_opts(INSPECTOR_OPTS, group="inspector")
+    conf.register_opts(AUTO_DISCOVERY_OPTS, group="auto_discovery")
     # Images given by UUID or glance:// come from the Image service (Compute registers the same group).
     register_client_opts(conf, "glance", client_opts("Image", "/image", retries=0))
 

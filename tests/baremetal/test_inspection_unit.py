@@ -103,3 +103,20 @@ def test_actions_that_cannot_apply_fail_the_rule() -> None:
     ]:
         with pytest.raises(rule_engine.RuleFailed, match=message):
             rule_engine.apply_rules([{"uuid": "r", "actions": [action]}], _target())
+
+
+def test_the_ports_a_discovered_node_starts_with() -> None:
+    from corral.baremetal.domain import discovery
+
+    inventory = {"interfaces": [{"name": "a", "mac_address": "52:54:00:00:00:01", "ipv4_address": "10.0.0.2"},
+                                {"name": "b", "mac_address": "52:54:00:00:00:02"}]}
+    hooks = ["ramdisk-error", "validate-interfaces", "ports", "cpus"]
+    # The hooks up to ports decide; the CPU count missing fails processing only after the ports are made.
+    assert discovery.ports_to_create(inventory, {}, hooks, add_ports="all", disk_spacing=True) == [
+        {"address": "52:54:00:00:00:01", "pxe_enabled": True}, {"address": "52:54:00:00:00:02", "pxe_enabled": True}]
+    # The ramdisk's error before them: none; after them: they are made first.
+    assert discovery.ports_to_create(inventory, {"error": "boom"}, hooks, add_ports="all", disk_spacing=True) == []
+    later = ["validate-interfaces", "ports", "ramdisk-error"]
+    assert len(discovery.ports_to_create(inventory, {"error": "boom"}, later, add_ports="all", disk_spacing=True)) == 2
+    assert discovery.ports_to_create(inventory, {}, ["validate-interfaces"], add_ports="all", disk_spacing=True) == []
+    assert discovery.ports_to_create(inventory, {}, hooks, add_ports="disabled", disk_spacing=True) == []

@@ -13,6 +13,10 @@ data or a rule refuses ends in ``inspect failed`` with the reason as
 
 A node whose agent sent nothing within ``[conductor] inspect_wait_timeout``
 seconds of the start of inspection fails the same way.
+
+A node auto-discovery just enrolled (:mod:`corral.baremetal.domain.discovery`)
+is processed the same way but stays in ``enroll``, as upstream's: what the
+data or a rule refuses is its ``last_error``, it is not deleted.
 """
 
 from __future__ import annotations
@@ -51,10 +55,13 @@ class InspectionWork:
                             plugin_data: dict[str, Any]) -> None:
         task = self._locked(node_id)
         try:
-            if task.node["provision_state"] != states.INSPECTWAIT:
+            current = task.node["provision_state"]
+            # A node in enroll only comes from auto-discovery (the API finds no other one for the data).
+            discovered = current == states.ENROLL and self.conf.auto_discovery.enabled
+            if current != states.INSPECTWAIT and not discovered:
                 raise BadRequest(f"Node {task.node['uuid']} is not waiting for inspection data: it is in state "
-                                 f"\"{task.node['provision_state']}\".")
-            self.spawn(task, process, inventory, plugin_data, event="resume")
+                                 f"\"{current}\".")
+            self.spawn(task, process, inventory, plugin_data, event=None if discovered else "resume")
         except BaseException:
             task.release()
             raise
@@ -91,7 +98,12 @@ class InspectionWork:
 
 def fail(task: Task, message: str) -> None:
     LOG.warning("inspection of node %s failed: %s", task.node["uuid"], message)
-    task.process_event("fail", last_error=message)
+    if task.node["provision_state"] == states.ENROLL:
+        # A discovered node stays as it is, its last_error saying why.
+        task.update(last_error=message)
+        history.record(task, message, "inspection", error=True)
+    else:
+        task.process_event("fail", last_error=message)
     clean_up(task)
 
 
@@ -145,6 +157,9 @@ def process(task: Task, inventory: dict[str, Any], plugin_data: dict[str, Any]) 
         fail(task, f"Failed to store the inspection results of node {uuid}: {error}")
         return
     clean_up(task, finished=True)
+    if task.node["provision_state"] == states.ENROLL:
+        LOG.info("auto-discovery of node %s finished", uuid)
+        return
     task.process_event("done", inspection_finished_at=node_db.utcnow(), last_error=None)
     LOG.info("inspection of node %s finished", uuid)
 

@@ -4,7 +4,9 @@ Public, as upstream's (the ramdisk holds no Keystone token).  The node is
 found by the MAC addresses of its ports, by its BMC's address (a
 ``driver_info`` ``*_address`` whose host is the inventory's
 ``bmc_address``) or, from 1.84, by ``?node_uuid=``; it must be waiting for
-inspection.  Unknown machines are not enrolled (no auto-discovery): 404.
+inspection.  A machine that matches no node at all is enrolled when
+``[auto_discovery] enabled`` says so (:mod:`corral.baremetal.api.discovery`),
+else 404 as for any failed lookup.
 Requests without a version header (1.1) are accepted too, as upstream does
 for agents that predate 1.84; they get ``{"uuid": ...}``, while 1.84 and
 later get the node and the agent's configuration with its token, as lookup
@@ -21,10 +23,11 @@ from typing import Any
 import falcon
 from oslo_utils import uuidutils
 
-from corral.baremetal.api import common
+from corral.baremetal.api import common, discovery
 from corral.baremetal.api.state import BaremetalState
 from corral.baremetal.db import agent as agent_db
 from corral.baremetal.db import nodes as node_db
+from corral.baremetal.domain import discovery as discovery_rules
 from corral.baremetal.domain import inspection, states
 from corral.core.errors import BadRequest, NotFound
 from corral.core.http import send_json
@@ -62,7 +65,14 @@ def continue_inspection(state: BaremetalState, req: falcon.Request, resp: falcon
     macs, bmcs = inspection.lookup_addresses(inventory)
     if not macs and not bmcs and not node_uuid:
         raise BadRequest("No lookup information provided")
-    node = _lookup(state, macs, bmcs, node_uuid)
+    try:
+        node = _lookup(state, macs, bmcs, node_uuid)
+    except UnknownMachine:
+        # Upstream's answer whether discovery is off or not: nothing tells the caller which.
+        if not state.conf.auto_discovery.enabled:
+            raise NotFound("The resource could not be found.") from None
+        plugin_data[discovery_rules.FLAG] = True
+        node = discovery.enroll(state, inventory, plugin_data, macs, bmcs)
     token = None
     if new:
         # Before the data is handed over: processing takes the node's lock for a while.
@@ -76,6 +86,10 @@ def continue_inspection(state: BaremetalState, req: falcon.Request, resp: falcon
         send_json(resp, agent_answer(state, req, node, token), status=202)
     else:
         send_json(resp, {"uuid": node["uuid"]}, status=202)
+
+
+class UnknownMachine(NotFound):
+    """No node matches the addresses: the machine may be enrolled (auto-discovery)."""
 
 
 def _lookup(state: BaremetalState, macs: list[str], bmcs: list[str], node_uuid: str | None) -> dict[str, Any]:
@@ -92,9 +106,12 @@ def _lookup(state: BaremetalState, macs: list[str], bmcs: list[str], node_uuid: 
         if bmcs:
             candidates = agent_db.nodes_in_states(conn, INSPECTION_STATES)
             found.update({node["id"]: node for node in candidates if _bmc_matches(node, bmcs)})
+    if not found:
+        LOG.error("No nodes satisfy MAC addresses %s and BMC addresses %s during inspection lookup", macs, bmcs)
+        raise UnknownMachine("The resource could not be found.")
     if len(found) != 1:
-        LOG.error("Inspection data lookup found %d nodes for MACs %s, BMC addresses %s, node %s; automated "
-                  "discovery is not enabled", len(found), macs, bmcs, node_uuid)
+        LOG.error("Inspection data lookup found %d nodes for MACs %s, BMC addresses %s, node %s", len(found), macs,
+                  bmcs, node_uuid)
         raise NotFound("The resource could not be found.")
     node = next(iter(found.values()))
     if node["provision_state"] not in INSPECTION_STATES:
