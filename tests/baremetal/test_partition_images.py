@@ -39,6 +39,9 @@ from tests.baremetal.test_direct_deploy import FakeAgent, available, deploy_thro
 from tests.baremetal.test_provisioning import provision
 from tests.support.databases import DatabaseFactory
 
+# What is tested is the deploy's wire and the agent's work, not storage: one database backend.
+pytestmark = pytest.mark.backends("first")
+
 MIB = 1024 * 1024
 # A root of 1 GiB (root_gb is whole GiBs), swap and the config drive (sparse).
 DISK_SIZE = 1100 * MIB
@@ -245,6 +248,7 @@ def _meta_data(config: str) -> dict[str, Any]:
     return dict(json.loads(extracted.getvalue()))
 
 
+@pytest.mark.slow
 def test_the_real_agent_partitions_the_disk_and_the_image_gets_its_boot_loader(
         server: AgentServer, images: ImageServer, tmp_path: Path, machines: list[TestMachine]) -> None:
     require_machines(PARTITION_TOOLS)
@@ -294,6 +298,7 @@ def default_server(database_factory: DatabaseFactory, tmp_path: Path) -> Iterato
     running.stop()
 
 
+@pytest.mark.slow
 def test_by_default_the_agent_refuses_to_install_a_boot_loader(
         default_server: AgentServer, images: ImageServer, tmp_path: Path, machines: list[TestMachine]) -> None:
     """Upstream's default since CVE-2026-43003 ([agent] enable_bios_bootloader_install off): the image is
