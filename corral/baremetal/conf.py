@@ -258,6 +258,20 @@ AGENT_OPTS = [
         min=0,
         help="Seconds between those power state reads.",
     ),
+    cfg.BoolOpt(
+        "enable_bios_bootloader_install",
+        default=False,
+        help="Let the agent install a boot loader (grub-install) for partition images, passed to it at lookup; "
+        "off by default, as upstream (CVE-2026-43003): the agent then refuses to install one.",
+    ),
+    cfg.IntOpt("command_wait_attempts", default=100, min=1,
+               help="Times the status of a long agent command (image.install_bootloader) is read."),
+    cfg.FloatOpt("command_wait_interval", default=6, min=0, help="Seconds between those reads."),
+]
+
+PXE_OPTS = [
+    cfg.StrOpt("default_ephemeral_format", default="ext4",
+               help="File system of the ephemeral partition of a partition image, when instance_info names none."),
 ]
 
 FAKE_OPTS = [
@@ -436,6 +450,7 @@ def register_opts(conf: cfg.ConfigOpts) -> None:
     conf.register_opts(FAKE_OPTS, group="fake")
     conf.register_opts(RAMDISK_API_OPTS, group="api")
     conf.register_opts(AGENT_OPTS, group="agent")
+    conf.register_opts(PXE_OPTS, group="pxe")
     conf.register_opts(AGENT_DEPLOY_OPTS, group="deploy")
     conf.register_opts(REDFISH_OPTS, group="redfish")
     conf.register_opts(DEPLOY_OPTS, group="deploy")

@@ -15,7 +15,7 @@ standby extensions are IPA's own code, unchanged.
 
 The machine is described by environment variables: CORRAL_TEST_MACHINE_MAC,
 CORRAL_TEST_MACHINE_DISK (its disk device), CORRAL_TEST_MACHINE_DIR (where
-its TLS certificate goes).
+its TLS certificate goes), CORRAL_TEST_MACHINE_BOOT_MODE (uefi or bios).
 """
 
 from __future__ import annotations
@@ -99,7 +99,8 @@ class TestMachineHardwareManager(hardware.HardwareManager):
         return tls_utils.TlsCertificate(content, cert_path, key_path)
 
     def get_boot_info(self) -> Any:
-        return hardware.BootInfo(current_boot_mode="uefi")
+        # The firmware the machine booted the ramdisk with (CORRAL_TEST_MACHINE_BOOT_MODE, uefi by default).
+        return hardware.BootInfo(current_boot_mode=os.environ.get("CORRAL_TEST_MACHINE_BOOT_MODE", "uefi"))
 
     def list_hardware_info(self) -> dict[str, Any]:
         return {

@@ -59,8 +59,10 @@ class FakeAgent:
         self.commands: list[dict[str, Any]] = []
         self.status = status
         self.error = error
-        # Commands run with ?wait=true that fail, with their error.
+        # Commands that fail, with their error (at once with ?wait=true, else in the command list).
         self.failing: dict[str, Any] = {}
+        # The command_result of commands run with ?wait=true, by name.
+        self.results: dict[str, Any] = {}
         self._lock = threading.Lock()
         self.server = ThreadedServer(self._app).start()
         self.url = self.server.url
@@ -76,18 +78,23 @@ class FakeAgent:
             short = body["name"].rsplit(".", 1)[-1]
             waited = query.get("wait", ["false"])[0] == "true"
             answer: Any = {"command_name": short, "command_status": "SUCCEEDED" if waited else "RUNNING",
-                           "command_result": {}, "command_error": None}
+                           "command_result": self.results.get(body["name"], {}) if waited else {},
+                           "command_error": None}
             if waited and body["name"] in self.failing:
                 answer.update(command_status="FAILED", command_error=self.failing[body["name"]])
         else:
             with self._lock:
-                answer = {"commands": [
-                    {"command_name": command["name"].rsplit(".", 1)[-1], "command_status": self.status,
-                     "command_result": {}, "command_error": self.error if self.status == "FAILED" else None}
-                    for command in self.commands]}
+                answer = {"commands": [self._status(command["name"]) for command in self.commands]}
         data = json.dumps(answer).encode()
         start_response("200 OK", [("Content-Type", "application/json"), ("Content-Length", str(len(data)))])
         return [data]
+
+    def _status(self, name: str) -> dict[str, Any]:
+        status, error = self.status, self.error if self.status == "FAILED" else None
+        if name in self.failing:
+            status, error = "FAILED", self.failing[name]
+        return {"command_name": name.rsplit(".", 1)[-1], "command_status": status, "command_result": {},
+                "command_error": error}
 
     def named(self, name: str) -> list[dict[str, Any]]:
         with self._lock:

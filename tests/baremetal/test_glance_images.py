@@ -247,6 +247,37 @@ def test_direct_deploy_publishes_a_verified_copy_of_an_image_service_image(
     assert os.path.exists(cached_copy(server, image))
 
 
+def test_image_service_partition_images_are_known_by_their_properties(server: AgentServer,
+                                                                       image_api: ImageServer) -> None:
+    """As upstream: kernel_id or ramdisk_id make a partition image, unless img_type says otherwise."""
+    client = server.client
+    partition = active(image_api.client(OWNER), b"\2" * 4096, kernel_id="k", ramdisk_id="r")
+    whole = active(image_api.client(OWNER), b"\3" * 4096, kernel_id="k", img_type="whole-disk")
+    available(client, "n1", "52:54:00:00:02:09")
+    set_source(client, "n1", partition["id"])
+    # No root_gb: refused before anything is fetched.
+    assert provision(client, "n1", "active").status_code == 202
+    failed = wait_for_state(client, "n1", "deploy failed")
+    assert failed["last_error"].endswith("Some parameters were missing in node's instance_info. Missing are: "
+                                         "['root_gb']")
+    assert not os.path.exists(cached_copy(server, partition))
+
+    patch = [{"op": "add", "path": "/instance_info/root_gb", "value": "1"}]
+    assert client.patch("/v1/nodes/n1", json=patch).status_code == 200
+    assert provision(client, "n1", "active").status_code == 202
+    waiting = wait_for_state(client, "n1", "wait call-back")
+    assert (waiting["instance_info"]["image_type"], waiting["instance_info"]["root_mb"]) == ("partition", 1024)
+    assert waiting["driver_internal_info"]["is_whole_disk_image"] is False
+
+    assert provision(client, "n1", "abort").status_code == 202
+    wait_for_state(client, "n1", "deploy failed")
+    set_source(client, "n1", whole["id"])
+    assert provision(client, "n1", "active").status_code == 202
+    waiting = wait_for_state(client, "n1", "wait call-back")
+    assert waiting["instance_info"]["image_type"] == "whole-disk" and "root_mb" not in waiting["instance_info"]
+    assert waiting["driver_internal_info"]["is_whole_disk_image"] is True
+
+
 @pytest.mark.slow
 def test_real_agent_writes_an_image_from_the_image_service(
         server: AgentServer, image_api: ImageServer, tmp_path: Path, machines: list[TestMachine]) -> None:

@@ -16,6 +16,7 @@ from corral.baremetal.conductor.task import stop_if_lost
 from corral.baremetal.db.nodes import utcnow
 from corral.baremetal.domain import passwords, states
 from corral.baremetal.drivers import agent as agent_driver
+from corral.baremetal.drivers import deploy_utils
 from corral.baremetal.drivers import rescue as rescue_driver
 from corral.baremetal.drivers.base import ASYNC
 
@@ -110,6 +111,8 @@ def tear_down(task: Any, initial_state: str | None = None) -> None:
         return
     info = task.internal_info
     info.pop("fake_boot_device", None)
+    for key in deploy_utils.INSTANCE_INTERNAL_KEYS:
+        info.pop(key, None)
     task.update(instance_info={}, instance_uuid=None, driver_internal_info=info)
     allocations.release_on_tear_down(task)
     task.process_event("clean")

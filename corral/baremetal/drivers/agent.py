@@ -49,12 +49,13 @@ from oslo_utils import strutils
 
 from corral.baremetal.domain import states
 from corral.baremetal.drivers import deploy_utils, glance, images
-from corral.baremetal.drivers.agent_client import AgentClient
+from corral.baremetal.drivers.agent_client import AgentClient, AgentCommandError
 from corral.baremetal.db import ports as port_db
 from corral.baremetal.db.nodes import utcnow
 from corral.baremetal.drivers.base import (
     ASYNC,
     BaseInterface,
+    DriverError,
     InvalidParameterValue,
     MissingParameterValue,
     deploy_step,
@@ -182,6 +183,16 @@ def image_info(task: Any) -> dict[str, Any]:
         image["os_hash_value"] = info["image_os_hash_value"]
     if info.get("image_checksum"):
         image["checksum"] = info["image_checksum"]
+    if (node.get("driver_internal_info") or {}).get("is_whole_disk_image") is False:
+        # A partition image: the agent partitions the disk (root last, swap, ephemeral, config drive) itself.
+        for label in deploy_utils.PARTITION_IMAGE_LABELS:
+            image[label] = info.get(label)
+        boot_mode = deploy_utils.boot_mode(node, task.conductor.conf)
+        image["deploy_boot_mode"] = boot_mode
+        image["boot_option"] = "local"
+        label = deploy_utils.disk_label(node, boot_mode)
+        if label is not None:
+            image["disk_label"] = label
     return image
 
 
@@ -189,16 +200,38 @@ def published_image_path(conf: Any, node: Mapping[str, Any]) -> str:
     return os.path.join(conf.deploy.http_root, conf.deploy.http_image_subdir, node["uuid"])
 
 
-def publish_glance_image(task: Any) -> None:
+def prepare_instance_info(task: Any) -> None:
+    """What the deployment writes, settled before the ramdisk boots (upstream's update_image_type and
+    build_instance_info_for_deploy): a whole-disk or a partition image (``image_type``; driver_internal_info
+    ``is_whole_disk_image``), a partition image's layout (``root_mb``, ``swap_mb``, ``ephemeral_mb`` ...), the
+    boot mode (driver_internal_info ``deploy_boot_mode``, which the agent reads from the node it looks up); an
+    image of the Image service is fetched and published.  Nothing is recorded when the layout is refused."""
+    conf = task.conductor.conf
+    info = dict(task.node.get("instance_info") or {})
+    source = info.get("image_source")
+    image = None
+    if glance.is_glance_image(source):
+        image = glance.usable_image(conf, source, "image_source", task.node.get("owner"))
+    whole_disk = deploy_utils.is_whole_disk_image(info, image)
+    if whole_disk:
+        info["image_type"] = deploy_utils.IMAGE_TYPE_WHOLE_DISK
+    else:
+        info.update(deploy_utils.partition_layout(info, conf.pxe.default_ephemeral_format))
+        info["image_type"] = deploy_utils.IMAGE_TYPE_PARTITION
+    internal = task.internal_info
+    internal.update(is_whole_disk_image=whole_disk, deploy_boot_mode=deploy_utils.boot_mode(task.node, conf))
+    task.update(instance_info=info, driver_internal_info=internal)
+    if image is not None:
+        publish_glance_image(task, image)
+
+
+def publish_glance_image(task: Any, image: Mapping[str, Any]) -> None:
     """An ``image_source`` of the Image service: record what the Image service says of it in instance_info,
     fetch it into the image cache (verified against its hash) and publish it on the conductor's file server,
     where the agent downloads it (instance_info/image_url), as upstream's ``image_download_source = http``."""
     conf = task.conductor.conf
     info = dict(task.node.get("instance_info") or {})
     source = info.get("image_source")
-    if not glance.is_glance_image(source):
-        return
-    image = glance.usable_image(conf, source, "image_source", task.node.get("owner"))
     info.update(glance.instance_info_fields(image))
     info.pop("image_url", None)
     task.update(instance_info=info)
@@ -207,6 +240,46 @@ def publish_glance_image(task: Any) -> None:
     images.publish(cached, published_image_path(conf, task.node))
     info["image_url"] = images.served_url(task, f"{conf.deploy.http_image_subdir}/{task.node['uuid']}")
     task.update(instance_info=info)
+
+
+def configure_local_boot(task: Any) -> None:
+    """Upstream's prepare_instance_boot and configure_local_boot for the agent's disk.
+
+    A whole-disk image carries its own boot loader: what the agent reports
+    is recorded, and an agent that cannot say is no reason to fail.
+    """
+    uuid = task.node["uuid"]
+    whole_disk = task.internal_info.get("is_whole_disk_image") is not False
+    client = client_for(task)
+    try:
+        written = client.get_partition_uuids()
+    except AgentCommandError as error:
+        if not whole_disk:
+            raise
+        LOG.warning("The agent on node %s did not report the disk it wrote: %s", uuid, error)
+        written = {}
+    root_uuid = written.get("root uuid")
+    if root_uuid:
+        _set_info(task, root_uuid_or_disk_id=root_uuid)
+    elif not whole_disk:
+        LOG.error("No root UUID returned from the ramdisk for node %s, the deploy will likely fail. Partition UUIDs "
+                  "are %s", uuid, written)
+    if whole_disk or not root_uuid:
+        return
+    conf = task.conductor.conf
+    boot_mode = deploy_utils.boot_mode(task.node, conf)
+    params = {"root_uuid": root_uuid,
+              "efi_system_part_uuid": written.get("efi system partition uuid") if boot_mode == "uefi" else None,
+              "prep_boot_part_uuid": None, "target_boot_mode": boot_mode}
+    LOG.debug("Installing the bootloader for node %s on partition %s, EFI system partition %s", uuid, root_uuid,
+              params["efi_system_part_uuid"])
+    result = client.install_bootloader(params, attempts=conf.agent.command_wait_attempts,
+                                       interval=conf.agent.command_wait_interval)
+    if result.get("command_status") == "FAILED":
+        error = result.get("command_error")
+        if isinstance(error, dict):
+            error = error.get("details") or error.get("message") or error
+        raise DriverError(f"Failed to install a bootloader when deploying node {uuid}: {error}")
 
 
 def unpublish_image(task: Any) -> None:
@@ -225,6 +298,7 @@ class AgentDeploy(BaseInterface):
         source = info.get("image_source")
         if not source:
             raise MissingParameterValue("Missing the following parameters in node's instance_info: image_source")
+        deploy_utils.check_image_type(info)
         if glance.is_glance_image(source):
             glance.usable_image(self.conf, source, "image_source", task.node.get("owner"))
             return
@@ -248,11 +322,11 @@ class AgentDeploy(BaseInterface):
         if fast_track_usable(task):
             LOG.info("fast track deployment of node %s: its agent is running", task.node["uuid"])
             _set_info(task, agent_pending=None, agent_cleaning=None, agent_cached_clean_steps=None)
-            publish_glance_image(task)
+            prepare_instance_info(task)
             return None
         _set_info(task, **{key: None for key in AGENT_KEYS})
-        # An image of the Image service is fetched and verified before the machine boots.
-        publish_glance_image(task)
+        # The layout is checked, an image of the Image service fetched and verified, before the machine boots.
+        prepare_instance_info(task)
         _set_info(task, agent_pending=WAITING_FOR_BOOT)
         boot_ramdisk(task)
         return ASYNC
@@ -270,6 +344,10 @@ class AgentDeploy(BaseInterface):
 
     @deploy_step(priority=60)
     def prepare_instance_boot(self, task: Any) -> None:
+        """Record what the agent wrote (``root_uuid_or_disk_id``); a partition image gets its boot loader from
+        the agent (``image.install_bootloader``, as upstream's configure_local_boot); then the boot interface
+        makes the disk the boot device."""
+        configure_local_boot(task)
         # The image is on the disk: its published copy goes, as upstream removes it.
         unpublish_image(task)
         task.driver.boot.prepare_instance(task)

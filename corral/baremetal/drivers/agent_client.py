@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import time
 import ssl
 from collections.abc import Mapping
 from typing import Any
@@ -110,6 +111,22 @@ class AgentClient:
 
     def sync(self) -> dict[str, Any]:
         return self.run("standby.sync", {}, wait=True)
+
+    def get_partition_uuids(self) -> dict[str, Any]:
+        """What the agent wrote: ``root uuid`` (a partition image's root file system, or the disk identifier),
+        ``efi system partition uuid``, ``partitions``."""
+        return dict(self.run("standby.get_partition_uuids", {}, wait=True).get("command_result") or {})
+
+    def install_bootloader(self, params: Mapping[str, Any], *, attempts: int, interval: float) -> dict[str, Any]:
+        """Run ``image.install_bootloader`` and wait for its end, reading its status ``attempts`` times at most (it
+        may take longer than one request should wait, as upstream polls it); its final record, FAILED or not."""
+        result = self.run("image.install_bootloader", params, wait=False)
+        for _ in range(attempts):
+            if result.get("command_status") != "RUNNING":
+                return result
+            time.sleep(interval)
+            result = self.last_command("image.install_bootloader") or result
+        raise AgentCommandError(f"The agent did not finish installing the boot loader after {attempts} checks")
 
     def power_off(self) -> dict[str, Any]:
         return self.run("standby.power_off", {}, wait=False)

@@ -45,8 +45,36 @@ VALID_ROOT_DEVICE_HINTS: dict[str, type] = {
 _HINT_OPERATORS = ("<range-in>", "<all-in>", "<in>", "<or>", "s==", "s!=", "s<=", "s>=", "s<", "s>", "==", "!=",
                    ">=", "<=", "=", ">", "<")
 DEPLOY_IMAGE_FIELDS = ("deploy_kernel", "deploy_ramdisk")
+BOOT_MODES = ("uefi", "bios")
 # While a node is in these states its agent ramdisk is the rescue one (upstream's RESCUE_LIKE_STATES).
 RESCUE_LIKE_STATES = frozenset({"rescuing", "rescue wait", "rescue failed", "unrescuing", "unrescue failed"})
+
+
+# ---------------------------------------------------------- boot mode
+
+
+def boot_mode(node: Mapping[str, Any], conf: Any) -> str:
+    """The node's boot mode: instance_info, then properties/capabilities, then [deploy] default_boot_mode."""
+    mode = (node.get("instance_info") or {}).get("deploy_boot_mode")
+    if not mode:
+        mode = capabilities(node).get("boot_mode")
+    mode = mode or conf.deploy.default_boot_mode
+    if mode not in BOOT_MODES:
+        raise InvalidParameterValue(f"Invalid boot mode {mode!r} for node {node['uuid']}: use 'uefi' or 'bios'")
+    return str(mode)
+
+
+def capabilities(node: Mapping[str, Any]) -> dict[str, str]:
+    """properties/capabilities, given as "key:value,key:value" or as a dictionary."""
+    raw = (node.get("properties") or {}).get("capabilities") or {}
+    if isinstance(raw, Mapping):
+        return {str(k): str(v) for k, v in raw.items()}
+    found = {}
+    for item in str(raw).split(","):
+        key, _, value = item.partition(":")
+        if key.strip():
+            found[key.strip()] = value.strip()
+    return found
 
 
 # ------------------------------------------------------- agent ramdisk
@@ -272,3 +300,79 @@ def mask_configdrive(info: Mapping[str, Any]) -> dict[str, Any]:
     if masked.get("configdrive"):
         masked["configdrive"] = "******"
     return masked
+
+
+# ------------------------------------------------------ partition images
+
+IMAGE_TYPE_PARTITION = "partition"
+IMAGE_TYPE_WHOLE_DISK = "whole-disk"
+VALID_IMAGE_TYPES = (IMAGE_TYPE_PARTITION, IMAGE_TYPE_WHOLE_DISK)
+# The instance_info fields upstream hands the agent with a partition image (image_info).
+PARTITION_IMAGE_LABELS = ("kernel", "ramdisk", "root_gb", "root_mb", "swap_mb", "ephemeral_mb", "ephemeral_format",
+                          "configdrive", "preserve_ephemeral", "image_type", "deploy_boot_mode")
+DISK_LAYOUT_PARAMS = ("root_gb", "swap_mb", "ephemeral_gb")
+# driver_internal_info keys that describe the deployed instance; they go when it is torn down.
+INSTANCE_INTERNAL_KEYS = ("root_uuid_or_disk_id", "is_whole_disk_image", "deploy_boot_mode")
+
+
+def check_image_type(instance_info: Mapping[str, Any]) -> None:
+    image_type = instance_info.get("image_type")
+    if image_type and image_type not in VALID_IMAGE_TYPES:
+        raise InvalidParameterValue(f'Invalid image_type "{image_type}", valid are {", ".join(VALID_IMAGE_TYPES)}')
+
+
+def is_whole_disk_image(instance_info: Mapping[str, Any], glance_image: Mapping[str, Any] | None = None) -> bool:
+    """Upstream's rule: ``image_type`` when given; else an Image service image is a partition image when its
+    ``img_type`` says so or it names a ``kernel_id`` or ``ramdisk_id``; an image by URL when instance_info names
+    a ``kernel`` or ``ramdisk``."""
+    image_type = instance_info.get("image_type")
+    if image_type:
+        return bool(image_type != IMAGE_TYPE_PARTITION)
+    if glance_image is not None:
+        if glance_image.get("img_type"):
+            return bool(glance_image["img_type"] != IMAGE_TYPE_PARTITION)
+        return not glance_image.get("kernel_id") and not glance_image.get("ramdisk_id")
+    return not instance_info.get("kernel") and not instance_info.get("ramdisk")
+
+
+def partition_layout(instance_info: Mapping[str, Any], default_ephemeral_format: str) -> dict[str, Any]:
+    """The disk layout of a partition image, from instance_info, checked as upstream's parse_instance_info:
+    ``root_gb`` is required; ``swap_mb`` and ``ephemeral_gb`` default to 0; sizes must be integers."""
+    if not instance_info.get("root_gb"):
+        raise MissingParameterValue("Some parameters were missing in node's instance_info. Missing are: ['root_gb']")
+    preserve = instance_info.get("preserve_ephemeral", False)
+    try:
+        preserve_ephemeral = strutils.bool_from_string(preserve, strict=True)
+    except ValueError as error:
+        raise InvalidParameterValue(f"Invalid parameter preserve_ephemeral: {error}") from None
+    values = {"root_gb": instance_info["root_gb"], "swap_mb": instance_info.get("swap_mb", 0),
+              "ephemeral_gb": instance_info.get("ephemeral_gb", 0)}
+    sizes: dict[str, int] = {}
+    for param in DISK_LAYOUT_PARAMS:
+        try:
+            sizes[param] = int(values[param])
+        except (TypeError, ValueError):
+            raise InvalidParameterValue(f"Invalid parameter {param}: {values[param]} is not an integer "
+                                        "value.") from None
+        if sizes[param] < 0:
+            raise InvalidParameterValue(f"Invalid parameter {param}: {values[param]} is negative.")
+    ephemeral_format = instance_info.get("ephemeral_format")
+    if sizes["ephemeral_gb"] and not ephemeral_format:
+        ephemeral_format = default_ephemeral_format
+    return {"root_gb": sizes["root_gb"], "root_mb": 1024 * sizes["root_gb"], "swap_mb": sizes["swap_mb"],
+            "ephemeral_gb": sizes["ephemeral_gb"], "ephemeral_mb": 1024 * sizes["ephemeral_gb"],
+            "ephemeral_format": ephemeral_format, "preserve_ephemeral": preserve_ephemeral}
+
+
+def disk_label(node: Mapping[str, Any], boot_mode: str) -> str | None:
+    """The partition table asked for (``disk_label`` capability of instance_info); gpt for UEFI, as upstream."""
+    capabilities = (node.get("instance_info") or {}).get("capabilities") or {}
+    if isinstance(capabilities, str):
+        try:
+            capabilities = json.loads(capabilities)
+        except ValueError:
+            raise InvalidParameterValue("instance_info/capabilities is not a JSON object") from None
+    label = capabilities.get("disk_label") if isinstance(capabilities, Mapping) else None
+    if label is None and boot_mode == "uefi":
+        label = "gpt"
+    return label

@@ -57,28 +57,9 @@ CD_MEDIA_TYPES = ("CD", "DVD")
 PUBLISH_DIR = "redfish"
 
 
-def boot_mode(node: Mapping[str, Any], conf: Any) -> str:
-    """The node's boot mode: instance_info, then properties/capabilities, then [deploy] default_boot_mode."""
-    mode = (node.get("instance_info") or {}).get("deploy_boot_mode")
-    if not mode:
-        mode = capabilities(node).get("boot_mode")
-    mode = mode or conf.deploy.default_boot_mode
-    if mode not in BOOT_MODES:
-        raise InvalidParameterValue(f"Invalid boot mode {mode!r} for node {node['uuid']}: use 'uefi' or 'bios'")
-    return str(mode)
-
-
-def capabilities(node: Mapping[str, Any]) -> dict[str, str]:
-    """properties/capabilities, given as "key:value,key:value" or as a dictionary."""
-    raw = (node.get("properties") or {}).get("capabilities") or {}
-    if isinstance(raw, Mapping):
-        return {str(k): str(v) for k, v in raw.items()}
-    found = {}
-    for item in str(raw).split(","):
-        key, _, value = item.partition(":")
-        if key.strip():
-            found[key.strip()] = value.strip()
-    return found
+# The node's boot mode and capabilities, as the agent's deploy reads them too.
+boot_mode = deploy_utils.boot_mode
+capabilities = deploy_utils.capabilities
 
 
 def published_path(conf: Any, node: Mapping[str, Any]) -> str:

@@ -81,7 +81,7 @@ def agent_config(state: BaremetalState, node: dict[str, Any], token: str | None)
         "disable_deep_image_inspection": False,
         "permitted_image_formats": ["raw", "qcow2", "iso"],
         "agent_skip_bmc_detect": node.get("management_interface") in ("redfish", "idrac-redfish"),
-        "enable_bios_bootloader_install": False,
+        "enable_bios_bootloader_install": conf.agent.enable_bios_bootloader_install,
         "tls_min_version": None,
         "tls_cipher_suites": None,
     }
