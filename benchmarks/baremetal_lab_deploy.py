@@ -151,7 +151,8 @@ class Api:
         return response.json() if response.content else None
 
     def nodes(self) -> dict[str, dict[str, Any]]:
-        fields = "uuid,name,provision_state,target_provision_state,reservation,last_error,power_state"
+        fields = "uuid,name,provision_state,target_provision_state,reservation,last_error,power_state," \
+                 "driver_internal_info"
         listed = self.call("GET", f"/v1/nodes?fields={fields}", 200)["nodes"]
         return {node["name"]: node for node in listed}
 
@@ -297,16 +298,18 @@ def run_side(side: str, work: Path, lab: dict[str, str], machines: Machines, emu
         time.sleep(IDLE_SECONDS)
         idle_cpu_per_s = (tree_cpu_seconds(roots) - idle_before) / IDLE_SECONDS
 
-        timeline: dict[str, list[tuple[float, str, str | None]]] = {name: [] for name in names}
+        timeline: dict[str, list[tuple[float, str, str | None, bool]]] = {name: [] for name in names}
         loads: list[float] = [os.getloadavg()[0]]
 
         def log(name: str, node: dict[str, Any], now: float) -> None:
-            seen = (node["provision_state"], node["power_state"])
+            # (an agent that has heartbeated is recorded by both servers as agent_url)
+            seen = (node["provision_state"], node["power_state"],
+                    "agent_url" in (node.get("driver_internal_info") or {}))
             if not timeline[name] or tuple(timeline[name][-1][1:]) != seen:
                 timeline[name].append((round(now - started, 1), *seen))
 
         cpu_before, files_before = tree_cpu_seconds(roots), tree_cpu_seconds([files.process.process.pid])
-        started = time.monotonic()
+        started, started_at = time.monotonic(), time.time()
         for name in names:
             api.call("PUT", f"/v1/nodes/{name}/states/provision", 202, json={"target": "active", "configdrive": {
                 "meta_data": {"uuid": uuids[name], "name": name, "hostname": name, "public_keys": {"0": PUBLIC_KEY}},
@@ -325,7 +328,8 @@ def run_side(side: str, work: Path, lab: dict[str, str], machines: Machines, emu
         per_node = sorted(round(at - started, 1) for at in reached.values())
         shown = api.nodes()
         return {
-            "side": side, "nodes": len(names), "wall_to_all_active_s": round(wall, 1),
+            "side": side, "requested_at": time.strftime("%H:%M:%S", time.gmtime(started_at)),
+            "nodes": len(names), "wall_to_all_active_s": round(wall, 1),
             "to_active_s": per_node, "to_active_p50_s": round(statistics.median(per_node), 1),
             "cpu_s_per_deploy": round(cpu / len(names), 2), "cpu_s_total": round(cpu, 2),
             "idle_cpu_s_per_s": round(idle_cpu_per_s, 3),
@@ -333,12 +337,30 @@ def run_side(side: str, work: Path, lab: dict[str, str], machines: Machines, emu
             "load_average_1m": {"start": round(loads[0], 2), "max": round(max(loads), 2),
                                 "mean": round(statistics.mean(loads), 2)},
             "power_states": {name: node["power_state"] for name, node in shown.items()},
+            "phases_s": {name: phases(timeline[name]) for name in names},
             "timeline": timeline,
         }
     finally:
         if server is not None:
             server.stop()
         files.stop()
+
+
+def phases(timeline: list[list[Any]]) -> dict[str, float] | None:
+    """A node's deploy in three parts, from its polled states (1 s resolution).
+
+    ``prepare``: the request to ``wait call-back`` (the server builds the boot ISO, the BMC
+    inserts it, the machine is powered on); ``agent``: from then to the agent's first
+    heartbeat having been handled (the machine boots the agent, which looks its node up);
+    ``write``: from then to ``active`` (image, config drive, the agent's power-off, the
+    power-on from disk).
+    """
+    waiting = next((entry[0] for entry in timeline if entry[1] == "wait call-back"), None)
+    heartbeat = next((entry[0] for entry in timeline if len(entry) > 3 and entry[3]), None)
+    active = next((entry[0] for entry in timeline if entry[1] == "active"), None)
+    if waiting is None or heartbeat is None or active is None:
+        return None
+    return {"prepare": waiting, "agent": round(heartbeat - waiting, 1), "write": round(active - heartbeat, 1)}
 
 
 def main() -> None:
