@@ -58,6 +58,7 @@ import json
 import os
 import shutil
 import signal
+import socket
 import statistics
 import subprocess
 import sys
@@ -117,7 +118,7 @@ class FileServer:
     """``python -m http.server`` for a directory, in a child process (its CPU counted apart)."""
 
     def __init__(self, directory: Path, address: str, log: Path) -> None:
-        self.port = free_port() if address == "127.0.0.1" else _free_port_on(address)
+        self.port = _free_port_on(address)
         self.process = ServerProcess(
             "http.server", [sys.executable, "-m", "http.server", "--bind", address, "--directory", str(directory),
                             str(self.port)], f"http://{address}:{self.port}", log)
@@ -128,8 +129,6 @@ class FileServer:
 
 
 def _free_port_on(address: str) -> int:
-    import socket
-
     with socket.socket() as sock:
         sock.bind((address, 0))
         return int(sock.getsockname()[1])
@@ -159,7 +158,7 @@ class Api:
     def wait(self, names: list[str], state: str, timeout: float, log: Any = None) -> dict[str, float]:
         """Until every node is ``state`` and unlocked; when each got there (monotonic).
 
-        ``log(name, node)`` sees every node at every poll.
+        ``log(name, node, now)`` sees each node not there yet at every poll (one node list a second).
         """
         reached: dict[str, float] = {}
         deadline = time.monotonic() + timeout
