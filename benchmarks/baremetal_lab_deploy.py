@@ -82,8 +82,9 @@ from tests.baremetal.vmedia_support import Emulator  # noqa: E402
 
 LAB_DIR = Path(os.environ.get("CORRAL_LAB_DIR", "/var/tmp/corral-baremetal-lab"))
 UPSTREAM_DIR = Path(os.environ.get("CORRAL_UPSTREAM_IRONIC_DIR", "/var/tmp/corral-upstream/ironic-39"))
-# TEST-NET-2 (RFC 5737): never routed, so an address on the loopback interface reaches nothing else.
-IMAGE_ADDRESS = "198.51.100.10"
+# In the benchmarking range 198.18.0.0/15 (RFC 2544), outside the multi-host lab's 198.18.0.0/24:
+# on the loopback interface it reaches nothing beyond this host.
+IMAGE_ADDRESS = "198.19.255.10"
 GUEST_HOST = "10.0.2.2"  # the host's loopback as the guests see it
 API_VERSION = "1.82"
 GIB = 1024 ** 3
