@@ -427,6 +427,18 @@ def _mysql_errno(orig: BaseException | None) -> int | None:
 SQLITE_LOCAL_QUEUE_TIMEOUT = 30.0
 
 
+# Backends whose reads run in autocommit: psycopg sends BEGIN as a round
+# trip of its own before a transaction's first statement, and COMMIT as
+# another after its last.  At READ COMMITTED (every engine's level) a
+# statement sees the data committed when it started, in a transaction or
+# not, so a read's statements see what they would see in one; what a
+# transaction would add, row locks and writes undone together, reads do
+# not use.  Switching a psycopg connection to autocommit and back costs
+# nothing on the wire; PyMySQL's costs a SET each way, more than the
+# ROLLBACK that ends its read transactions.
+READS_IN_AUTOCOMMIT = frozenset({"postgresql"})
+
+
 class Database:
     """One database: an engine, a read path and a retried write path."""
 
@@ -437,6 +449,8 @@ class Database:
         # Its label in the metrics; failures to reach it are counted there.
         self._unavailable = metrics.DB_UNAVAILABLE.labels(name) if name else None
         self._writer = engine.execution_options(sqlite_begin="IMMEDIATE")
+        self._reader = (engine.execution_options(isolation_level="AUTOCOMMIT")
+                        if self.backend in READS_IN_AUTOCOMMIT else engine)
         # SQLite lets one writer in at a time and makes the others wait in
         # its busy handler, which sleeps for up to 100 ms between tries.
         # Writers of one process queue on this lock instead, and are woken
@@ -476,10 +490,21 @@ class Database:
 
     @contextlib.contextmanager
     def read(self) -> Iterator[Connection]:
-        """A read-only transaction (deferred on SQLite: no write lock)."""
-        with self._reporting(), self.engine.connect() as conn:
-            with conn.begin():
+        """A connection for reading: statements that change nothing (see :data:`READS_IN_AUTOCOMMIT`).
+
+        On PostgreSQL each statement runs on its own, in autocommit; on
+        MariaDB and MySQL they run in one transaction that is rolled back
+        at the end; on SQLite in one deferred transaction (one snapshot,
+        no write lock).
+        """
+        with self._reporting(), self._reader.connect() as conn:
+            if self.backend in READS_IN_AUTOCOMMIT:
                 yield conn
+                return
+            # Closed while open, the transaction is rolled back: one round trip
+            # (COMMIT would be one, and the pool's reset on return another).
+            conn.begin()
+            yield conn
 
     @contextlib.contextmanager
     def transaction(self) -> Iterator[Connection]:
