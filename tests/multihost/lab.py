@@ -157,8 +157,8 @@ class Lab:
                 chunks.append(chunk)
         return b"".join(chunks).decode()
 
-    def servers(self) -> dict[str, str]:
-        """``backend/server`` -> HAProxy's status (UP, DOWN, ``UP 1/2``...)."""
+    def server_stats(self) -> dict[str, dict[str, str]]:
+        """``backend/server`` -> HAProxy's statistics of it (``status``, ``chkfail``, ``chkdown``...)."""
         lines = self.haproxy("show stat").splitlines()
         header = lines[0].lstrip("# ").split(",")
         result = {}
@@ -166,8 +166,12 @@ class Lab:
             if line:
                 row = dict(zip(header, line.split(","), strict=False))
                 if row["svname"] not in ("FRONTEND", "BACKEND"):
-                    result[f"{row['pxname']}/{row['svname']}"] = row["status"]
+                    result[f"{row['pxname']}/{row['svname']}"] = row
         return result
+
+    def servers(self) -> dict[str, str]:
+        """``backend/server`` -> HAProxy's status (UP, DOWN, ``UP 1/2``...)."""
+        return {server: row["status"] for server, row in self.server_stats().items()}
 
     def wait_server(self, server: str, status: str, timeout: float = 60) -> float:
         """Wait until HAProxy reports ``server`` as ``status``; returns when it was seen."""
