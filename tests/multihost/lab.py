@@ -104,6 +104,11 @@ class Lab:
     def delay(self, src: str, dst: str, port: int, ms: float) -> None:
         run_lab("delay", src, dst, str(port), str(ms))
 
+    def round_trips(self, src: str, dst: str, port: int) -> int:
+        """Round trips so far through the delay from ``src`` to ``dst``:``port``."""
+        path = self.dir / "run" / f"{src}-delay-{dst}-{port}.round-trips"
+        return int(path.read_text()) if path.exists() else 0
+
     def loss(self, src: str, dst: str, percent: float) -> None:
         run_lab("loss", src, dst, str(percent))
 

@@ -88,6 +88,24 @@ class HealthPoller:
         return self.answers
 
 
+def round_trips(lab: Lab, token: str, paths: dict[str, tuple[str, dict[str, str]]]) -> dict[str, list[int]]:
+    """The round trips through api1's delayed database link that each GET costs, five times each.
+    HAProxy's checks of api1 (a /healthcheck reads every database) are paused meanwhile."""
+    trips: dict[str, list[int]] = {name: [] for name in paths}
+    lab.haproxy("disable health corral_api/api1")
+    try:
+        for _ in range(5):
+            for name, (path, headers) in paths.items():
+                before = lab.round_trips("api1", "pg-primary", 5432)
+                answer = requests.get(f"{lab.api_url('api1')}{path}", timeout=30,
+                                      headers={"X-Auth-Token": token, **headers})
+                assert answer.status_code == 200, f"{name}: {answer.status_code} {answer.text}"
+                trips[name].append(lab.round_trips("api1", "pg-primary", 5432) - before)
+    finally:
+        lab.haproxy("enable health corral_api/api1")
+    return trips
+
+
 def test_a_slow_lossy_database_link(healthy_lab: Lab, measurements: dict[str, Any]) -> None:
     lab = healthy_lab
     token = lab.token(lab.api_url("api2"))
@@ -111,6 +129,7 @@ def test_a_slow_lossy_database_link(healthy_lab: Lab, measurements: dict[str, An
             slow = timed(lab, "api1", token, paths, 25)
             health = poller.stop()
             checks_during = lab.server_stats()["corral_api/api1"]
+            trips = round_trips(lab, token, paths)
         finally:
             lab.clear("api1")
         settle(lab, "api1", token)
@@ -124,6 +143,11 @@ def test_a_slow_lossy_database_link(healthy_lab: Lab, measurements: dict[str, An
     assert [status for _, status in health] == [200] * len(health), health
     # Every request paid at least one round trip, both ways delayed.
     assert min(min(durations) for durations in slow.values()) >= 2 * DELAY_MS / 1000
+    # The node and the live conductors; the providers; each with, at most, the token check's read
+    # of the revocation events (at most twice a second).  The fewest seen: another client's request
+    # (the compute hosts poll the nodes) may add its own.
+    assert min(trips["node read"]) <= 3, trips
+    assert min(trips["provider list"]) <= 2, trips
 
     link = f"{DELAY_MS} ms each way + {LOSS_PERCENT} % loss api1 <-> pg-primary"
     measurements[f"{link}: requests failed on api1 before it reconnected"] = failed
@@ -132,6 +156,8 @@ def test_a_slow_lossy_database_link(healthy_lab: Lab, measurements: dict[str, An
             ms(percentile(slow[name], fraction)) for fraction in (0.5, 0.95, 1.0))
         measurements[f"{link}: {name} median before / after (ms)"] = (
             f"{ms(percentile(before[name], 0.5))} / {ms(percentile(after[name], 0.5))}")
+    for name in paths:
+        measurements[f"{link}: {name} round trips to the database (5 requests)"] = trips[name]
     durations = [seconds for seconds, _ in health]
     measurements[f"{link}: /healthcheck on api1, {len(health)} polls, p50 / max (ms)"] = (
         f"{ms(percentile(durations, 0.5))} / {ms(max(durations))}")
