@@ -22,21 +22,22 @@ PLACEMENT = {"OpenStack-API-Version": "placement 1.39"}
 BAREMETAL = {"X-OpenStack-Ironic-API-Version": "1.95"}
 
 
-def settle(lab: Lab, host: str, token: str) -> int:
-    """After a link changed, the connections the lab closed are found closed by the first requests
+def settle(lab: Lab, host: str, token: str, paths: dict[str, tuple[str, dict[str, str]]] | None = None) -> int:
+    """After a link changed, connections the lab closed may be found closed only by a request
     (one failed request per database engine of the process, whose pool then reconnects; the token
-    revocations are read at most twice a second).  Returns how many failed before ten in a row,
-    over two seconds, succeeded."""
+    revocations are read at most twice a second).  Returns how many failed before ten rounds of
+    ``paths`` (a provider list by default) in a row, over two seconds at least, succeeded."""
+    paths = paths or {"provider list": ("/placement/resource_providers", PLACEMENT)}
     failed = succeeded = 0
     while succeeded < 10:
         time.sleep(0.2)
-        answer = requests.get(f"{lab.api_url(host)}/placement/resource_providers", timeout=60,
-                              headers={"X-Auth-Token": token, **PLACEMENT})
-        if answer.status_code == 200:
+        answers = [requests.get(f"{lab.api_url(host)}{path}", timeout=60, headers={"X-Auth-Token": token, **headers})
+                   for path, headers in paths.values()]
+        if all(answer.status_code == 200 for answer in answers):
             succeeded += 1
             continue
-        failed, succeeded = failed + 1, 0
-        assert failed < 50, f"{host} does not answer: {answer.status_code} {answer.text}"
+        failed, succeeded = failed + sum(answer.status_code != 200 for answer in answers), 0
+        assert failed < 50, f"{host} does not answer: {[(a.status_code, a.text) for a in answers]}"
     return failed
 
 
@@ -117,13 +118,13 @@ def test_a_slow_lossy_database_link(healthy_lab: Lab, measurements: dict[str, An
     paths = {"node read": (f"/baremetal/v1/nodes/{node}", BAREMETAL),
              "provider list": ("/placement/resource_providers", PLACEMENT)}
     try:
-        settle(lab, "api1", token)
+        settle(lab, "api1", token, paths)
         before = timed(lab, "api1", token, paths, 10)
         checks_before = lab.server_stats()["corral_api/api1"]
         lab.delay("api1", "pg-primary", 5432, DELAY_MS)
         lab.loss("api1", "pg-primary", LOSS_PERCENT)
         try:
-            failed = settle(lab, "api1", token)
+            failed = settle(lab, "api1", token, paths)
             # Once the pools reconnected, /healthcheck is polled all along (HAProxy checks it every second).
             poller = HealthPoller(lab, "api1")
             slow = timed(lab, "api1", token, paths, 25)
@@ -132,7 +133,7 @@ def test_a_slow_lossy_database_link(healthy_lab: Lab, measurements: dict[str, An
             trips = round_trips(lab, token, paths)
         finally:
             lab.clear("api1")
-        settle(lab, "api1", token)
+        failed_after = settle(lab, "api1", token, paths)
         after = timed(lab, "api1", token, paths, 10)
     finally:
         requests.delete(f"{lab.url}/baremetal/v1/nodes/{node}", timeout=30,
@@ -150,7 +151,8 @@ def test_a_slow_lossy_database_link(healthy_lab: Lab, measurements: dict[str, An
     assert min(trips["provider list"]) <= 2, trips
 
     link = f"{DELAY_MS} ms each way + {LOSS_PERCENT} % loss api1 <-> pg-primary"
-    measurements[f"{link}: requests failed on api1 before it reconnected"] = failed
+    measurements[f"{link}: requests failed on api1 before it reconnected, delay added / removed"] = (
+        f"{failed} / {failed_after}")
     for name in paths:
         measurements[f"{link}: {name} p50 / p95 / max (ms)"] = " / ".join(
             ms(percentile(slow[name], fraction)) for fraction in (0.5, 0.95, 1.0))
