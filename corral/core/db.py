@@ -24,6 +24,7 @@ import logging
 import math
 import os
 import random
+import select
 import socket
 import threading
 import time
@@ -167,6 +168,11 @@ def create_engine(
         max_overflow=max_overflow,
         pool_timeout=pool_timeout,
         pool_recycle=recycle,
+        # The connection returned last is handed out first: after a burst
+        # opened several, a steady trickle of requests keeps reusing one
+        # (handed out in turn, each would sit idle long enough to need a
+        # ping first: a round trip, see IDLE_BEFORE_PING).
+        pool_use_lifo=True,
         isolation_level=isolation_level,
         connect_args=args,
         **kwargs,
@@ -249,6 +255,9 @@ def _watch_checkouts(engine: Engine, liveness: Liveness | None, ping_idle: bool)
             # First, so that a ping stuck on a dead database is seen too.
             liveness.on_checkout(dbapi_connection, record)
         returned = record.info.get("checked_in_at")
+        if returned is not None and closed_under_us(dbapi_connection):
+            # The pool discards it and checks out another, instead of the request failing on it.
+            raise exc.DisconnectionError("pooled connection closed by the server or the network")
         if not ping_idle or returned is None or time.monotonic() - returned < IDLE_BEFORE_PING:
             return
         try:
@@ -256,6 +265,35 @@ def _watch_checkouts(engine: Engine, liveness: Liveness | None, ping_idle: bool)
         except Exception as error:  # noqa: BLE001 - any failure means "reconnect"
             # The pool discards this connection and checks out another.
             raise exc.DisconnectionError(f"stale pooled connection: {error}") from error
+
+
+def closed_under_us(dbapi_connection: Any) -> bool:
+    """Whether an idle pooled connection was closed, found without a round trip.
+
+    A connection between two statements has nothing to read: if its
+    socket is readable, the server closed it (restart, idle timeout,
+    ``pg_terminate_backend``, whose notice is all that is left to read),
+    the network reset it, or this host closed it (a link or an address
+    that went away).  Polling the socket costs no round trip, where a
+    ping costs one; a connection closed without a word (a host gone) is
+    only found by using it (see :mod:`corral.core.db_liveness`).
+    """
+    try:
+        sock = getattr(dbapi_connection, "_sock", None)  # PyMySQL
+        if sock is not None:
+            fd = sock.fileno()
+        else:
+            pgconn = getattr(dbapi_connection, "pgconn", None)  # psycopg 3
+            if pgconn is None:
+                return False
+            fd = pgconn.socket
+    except Exception:  # noqa: BLE001 - the driver already knows the connection is gone
+        return True
+    if fd < 0:
+        return True
+    poller = select.poll()
+    poller.register(fd, select.POLLIN | select.POLLPRI)
+    return bool(poller.poll(0))
 
 
 # An embedded SQLite file's pool (connections are cheap; writers queue on a lock).
@@ -427,6 +465,18 @@ def _mysql_errno(orig: BaseException | None) -> int | None:
 SQLITE_LOCAL_QUEUE_TIMEOUT = 30.0
 
 
+# Backends whose reads run in autocommit: psycopg sends BEGIN as a round
+# trip of its own before a transaction's first statement, and COMMIT as
+# another after its last.  At READ COMMITTED (every engine's level) a
+# statement sees the data committed when it started, in a transaction or
+# not, so a read's statements see what they would see in one; what a
+# transaction would add, row locks and writes undone together, reads do
+# not use.  Switching a psycopg connection to autocommit and back costs
+# nothing on the wire; PyMySQL's costs a SET each way, more than the
+# ROLLBACK that ends its read transactions.
+READS_IN_AUTOCOMMIT = frozenset({"postgresql"})
+
+
 class Database:
     """One database: an engine, a read path and a retried write path."""
 
@@ -437,6 +487,8 @@ class Database:
         # Its label in the metrics; failures to reach it are counted there.
         self._unavailable = metrics.DB_UNAVAILABLE.labels(name) if name else None
         self._writer = engine.execution_options(sqlite_begin="IMMEDIATE")
+        self._reader = (engine.execution_options(isolation_level="AUTOCOMMIT")
+                        if self.backend in READS_IN_AUTOCOMMIT else engine)
         # SQLite lets one writer in at a time and makes the others wait in
         # its busy handler, which sleeps for up to 100 ms between tries.
         # Writers of one process queue on this lock instead, and are woken
@@ -476,10 +528,21 @@ class Database:
 
     @contextlib.contextmanager
     def read(self) -> Iterator[Connection]:
-        """A read-only transaction (deferred on SQLite: no write lock)."""
-        with self._reporting(), self.engine.connect() as conn:
-            with conn.begin():
+        """A connection for reading: statements that change nothing (see :data:`READS_IN_AUTOCOMMIT`).
+
+        On PostgreSQL each statement runs on its own, in autocommit; on
+        MariaDB and MySQL they run in one transaction that is rolled back
+        at the end; on SQLite in one deferred transaction (one snapshot,
+        no write lock).
+        """
+        with self._reporting(), self._reader.connect() as conn:
+            if self.backend in READS_IN_AUTOCOMMIT:
                 yield conn
+                return
+            # Closed while open, the transaction is rolled back: one round trip
+            # (COMMIT would be one, and the pool's reset on return another).
+            conn.begin()
+            yield conn
 
     @contextlib.contextmanager
     def transaction(self) -> Iterator[Connection]:

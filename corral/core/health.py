@@ -22,7 +22,10 @@ its thread comes back).  Healthy, a check costs one round trip to its
 database (one statement on a kept connection, in autocommit: no BEGIN,
 no ROLLBACK); the schema version is read again only once a minute after
 it was found current.  Results are reused for :data:`CACHE_SECONDS`, and
-one report runs at a time, so polling it cannot load the databases.
+one report runs at a time, so polling it cannot load the databases.  A
+report with a part down is not reused: the next request runs the checks
+again, so that a load balancer's consecutive failed checks (HAProxy's
+``fall 2``) are separate findings, not one passing blip seen twice.
 """
 
 from __future__ import annotations
@@ -264,7 +267,7 @@ class Health:
             parts = self._run_checks()
             worst = max((part.status for part in parts), key=_RANK.__getitem__, default=OK)
             report = {"status": worst, "parts": [asdict(part) for part in parts]}
-            self._last = (time.monotonic(), report)
+            self._last = (time.monotonic(), report) if worst != DOWN else None
             return report
 
     def start(self) -> Health:

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterator
 
 import pytest
 import sqlalchemy as sa
 from sqlalchemy import exc
 
-from corral.core.db import Database, is_duplicate, is_retriable, normalize_url
+from corral.core.db import Database, closed_under_us, is_duplicate, is_retriable, normalize_url
 from tests.support.databases import DatabaseFactory
 
 metadata = sa.MetaData()
@@ -146,3 +147,26 @@ def test_retriable_errors_are_retried(database: Database) -> None:
     assert len(attempts) == 3
     # the two failed attempts were rolled back
     assert _value(database, "retry") == 1
+
+
+@pytest.mark.backends("postgresql", "mysql")
+def test_a_pooled_connection_the_server_closed_is_replaced_before_use(backend: str, database: Database) -> None:
+    with database.transaction() as conn:
+        _insert(conn, "kept", 7)
+    with database.read() as conn:
+        session = conn.exec_driver_sql(
+            "SELECT pg_backend_pid()" if backend == "postgresql" else "SELECT CONNECTION_ID()").scalar_one()
+        pooled = conn.connection.dbapi_connection
+    assert not closed_under_us(pooled)
+    # The server ends the pooled connection (a restart, an idle timeout, an operator) while it is idle.
+    admin = sa.create_engine(database.engine.url, poolclass=sa.pool.NullPool, isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.exec_driver_sql(f"SELECT pg_terminate_backend({session})" if backend == "postgresql"
+                             else f"KILL {session}")
+    admin.dispose()
+    deadline = time.monotonic() + 10
+    while not closed_under_us(pooled):
+        assert time.monotonic() < deadline, "the closed connection's socket never became readable"
+        time.sleep(0.05)
+    # Found closed at checkout: the read runs on a new connection instead of failing.
+    assert _value(database, "kept") == 7

@@ -290,3 +290,26 @@ def test_the_healthcheck_reads_the_schema_version_until_it_is_the_latest(tmp_pat
         assert checker.report()["status"] == "ok"
     finally:
         checker.close()
+
+
+class _Flaky(health.Check):
+    """Down on its first run, then up; counts its runs."""
+
+    names = ("flaky.database",)
+
+    def __init__(self) -> None:
+        self.runs = 0
+
+    def run(self) -> list[health.Part]:
+        self.runs += 1
+        return self.down("unreachable") if self.runs == 1 else [health.Part(self.names[0], health.OK)]
+
+
+def test_a_report_with_a_part_down_is_not_reused() -> None:
+    # HAProxy takes a host out after two failed checks in a row: one failed run must not answer both.
+    check = _Flaky()
+    checker = health.Health([check])
+    assert checker.report()["status"] == "down"
+    assert checker.report()["status"] == "ok"
+    assert checker.report()["status"] == "ok"
+    assert check.runs == 2  # a report that is up is reused for a while

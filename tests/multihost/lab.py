@@ -104,6 +104,11 @@ class Lab:
     def delay(self, src: str, dst: str, port: int, ms: float) -> None:
         run_lab("delay", src, dst, str(port), str(ms))
 
+    def round_trips(self, src: str, dst: str, port: int) -> int:
+        """Round trips so far through the delay from ``src`` to ``dst``:``port``."""
+        path = self.dir / "run" / f"{src}-delay-{dst}-{port}.round-trips"
+        return int(path.read_text()) if path.exists() else 0
+
     def loss(self, src: str, dst: str, percent: float) -> None:
         run_lab("loss", src, dst, str(percent))
 
@@ -157,8 +162,8 @@ class Lab:
                 chunks.append(chunk)
         return b"".join(chunks).decode()
 
-    def servers(self) -> dict[str, str]:
-        """``backend/server`` -> HAProxy's status (UP, DOWN, ``UP 1/2``...)."""
+    def server_stats(self) -> dict[str, dict[str, str]]:
+        """``backend/server`` -> HAProxy's statistics of it (``status``, ``chkfail``, ``chkdown``...)."""
         lines = self.haproxy("show stat").splitlines()
         header = lines[0].lstrip("# ").split(",")
         result = {}
@@ -166,8 +171,12 @@ class Lab:
             if line:
                 row = dict(zip(header, line.split(","), strict=False))
                 if row["svname"] not in ("FRONTEND", "BACKEND"):
-                    result[f"{row['pxname']}/{row['svname']}"] = row["status"]
+                    result[f"{row['pxname']}/{row['svname']}"] = row
         return result
+
+    def servers(self) -> dict[str, str]:
+        """``backend/server`` -> HAProxy's status (UP, DOWN, ``UP 1/2``...)."""
+        return {server: row["status"] for server, row in self.server_stats().items()}
 
     def wait_server(self, server: str, status: str, timeout: float = 60) -> float:
         """Wait until HAProxy reports ``server`` as ``status``; returns when it was seen."""

@@ -20,7 +20,10 @@ class TcpProxy:
     "connection refused"); ``hang()`` keeps everything open but stops
     passing bytes either way (clients wait); ``restore()`` goes back to
     forwarding.  :attr:`client_sends` counts what clients sent (one per
-    request message on a quiet loopback: round trips, for a test).
+    request message on a quiet loopback); :attr:`round_trips` counts the
+    times a client sent something after the server last spoke on that
+    connection: what the client waited for, however its bytes were split
+    or pipelined.
     """
 
     def __init__(self, target_host: str, target_port: int) -> None:
@@ -32,6 +35,7 @@ class TcpProxy:
         self._listener: socket.socket | None = None
         self._sends = itertools.count()
         self.client_sends = 0
+        self.round_trips = 0
         self.port = 0
         self._listen()
 
@@ -58,10 +62,13 @@ class TcpProxy:
                 continue
             with self._lock:
                 self._connections += [client, upstream]
-            threading.Thread(target=self._pump, args=(client, upstream, True), daemon=True).start()
-            threading.Thread(target=self._pump, args=(upstream, client), daemon=True).start()
+            # Who spoke last on this connection: a client that speaks after the server starts a round trip.
+            last = {"client": False}
+            threading.Thread(target=self._pump, args=(client, upstream, last, True), daemon=True).start()
+            threading.Thread(target=self._pump, args=(upstream, client, last), daemon=True).start()
 
-    def _pump(self, source: socket.socket, sink: socket.socket, from_client: bool = False) -> None:
+    def _pump(self, source: socket.socket, sink: socket.socket, last: dict[str, bool],
+              from_client: bool = False) -> None:
         try:
             while True:
                 data = source.recv(65536)
@@ -69,6 +76,13 @@ class TcpProxy:
                     break
                 if from_client:
                     self.client_sends = next(self._sends) + 1
+                    with self._lock:
+                        if not last["client"]:
+                            self.round_trips += 1
+                        last["client"] = True
+                else:
+                    with self._lock:
+                        last["client"] = False
                 self._forwarding.wait()
                 sink.sendall(data)
         except OSError:

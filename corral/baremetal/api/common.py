@@ -114,24 +114,30 @@ def can_see(req: falcon.Request, node: dict[str, Any]) -> bool:
     return project is not None and project in (node.get("owner"), node.get("lessee"))
 
 
-def find_node(state: BaremetalState, req: falcon.Request, ident: str) -> dict[str, Any]:
-    """The node named by UUID or (from 1.5) by name; 404 when absent or not visible."""
-    node = _lookup(state, req, ident)
+def find_node(state: BaremetalState, req: falcon.Request, ident: str, *, shown: bool = False) -> dict[str, Any]:
+    """The node named by UUID or (from 1.5) by name; 404 when absent or not visible.
+
+    ``shown``: with what its body shows from other tables, read with it
+    (:func:`corral.baremetal.db.nodes.get_shown`).
+    """
+    node = _lookup(state, req, ident, shown)
     if node is None and ident.endswith(".json") and not req.context.at_least(1, 91):
         # Before 1.91 a trailing ".json" asked for JSON rather than naming the node.
-        node = _lookup(state, req, ident.removesuffix(".json"))
+        node = _lookup(state, req, ident.removesuffix(".json"), shown)
     # A node the caller may not see does not exist for it (404, not 403).
     if node is None or not (can_see(req, node) or allowed(state, req, "baremetal:node:get", node)):
         raise NotFound(f"Node {ident} could not be found.")
     return node
 
 
-def _lookup(state: BaremetalState, req: falcon.Request, ident: str) -> dict[str, Any] | None:
-    with state.db.read() as conn:
-        if uuidutils.is_uuid_like(ident):
-            return node_db.get(conn, uuid=ident)
-        if req.context.at_least(1, 5):
-            return node_db.get(conn, name=ident)
+def _lookup(state: BaremetalState, req: falcon.Request, ident: str, shown: bool) -> dict[str, Any] | None:
+    get = node_db.get_shown if shown else node_db.get
+    if uuidutils.is_uuid_like(ident):
+        with state.db.read() as conn:
+            return get(conn, uuid=ident)
+    if req.context.at_least(1, 5):
+        with state.db.read() as conn:
+            return get(conn, name=ident)
     return None
 
 

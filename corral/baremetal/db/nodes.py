@@ -15,7 +15,9 @@ from sqlalchemy.engine import Connection
 
 from corral.baremetal.db import json_columns
 from corral.baremetal.db.tables import (
+    allocations,
     bios_settings,
+    chassis,
     firmware_components,
     node_history,
     node_inventory,
@@ -68,6 +70,34 @@ def get(conn: Connection, *, node_id: int | None = None, uuid: str | None = None
         query = query.where(nodes.c.name == name)
     row = conn.execute(query).first()
     return decode(row) if row is not None else None
+
+
+def get_shown(conn: Connection, *, uuid: str | None = None, name: str | None = None) -> dict[str, Any] | None:
+    """The node with what its body shows from other tables, in one statement: ``traits``
+    (sorted), ``allocation_uuid`` and ``chassis_uuid``.  (One row per trait: a node has few.)"""
+    # SELECT nodes.*, allocations.uuid, chassis.uuid, node_traits.trait FROM nodes
+    #   LEFT JOIN allocations ON allocations.id = nodes.allocation_id
+    #   LEFT JOIN chassis ON chassis.id = nodes.chassis_id
+    #   LEFT JOIN node_traits ON node_traits.node_id = nodes.id
+    #   WHERE nodes.uuid = :uuid | nodes.name = :name ORDER BY node_traits.trait
+    query = (
+        sa.select(nodes, allocations.c.uuid.label("_allocation_uuid"), chassis.c.uuid.label("_chassis_uuid"),
+                  node_traits.c.trait.label("_trait"))
+        .select_from(nodes.outerjoin(allocations, allocations.c.id == nodes.c.allocation_id)
+                     .outerjoin(chassis, chassis.c.id == nodes.c.chassis_id)
+                     .outerjoin(node_traits, node_traits.c.node_id == nodes.c.id))
+        .where(nodes.c.uuid == uuid if uuid is not None else nodes.c.name == name)
+        .order_by(node_traits.c.trait)
+    )
+    rows = conn.execute(query).all()
+    if not rows:
+        return None
+    node = decode(rows[0])
+    node["allocation_uuid"] = node.pop("_allocation_uuid")
+    node["chassis_uuid"] = node.pop("_chassis_uuid")
+    node.pop("_trait")
+    node["traits"] = [row._trait for row in rows if row._trait is not None]
+    return node
 
 
 def insert(conn: Connection, values: Mapping[str, Any]) -> int:

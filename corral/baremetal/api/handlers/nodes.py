@@ -164,10 +164,14 @@ def _duplicate(state: BaremetalState, values: dict[str, Any]) -> Conflict:
 
 def _full(state: BaremetalState, req: falcon.Request, node: dict[str, Any],
           fields: list[str] | None = None) -> dict[str, Any]:
-    traits = common.traits_of(state, [node["id"]])[node["id"]]
+    """The node's body; its traits and links are read unless ``node`` came with them
+    (``find_node(..., shown=True)``)."""
     node = dict(node)
-    with state.db.read() as conn:
-        _with_links(conn, [node])
+    traits = node.pop("traits", None)
+    if traits is None:
+        with state.db.read() as conn:
+            traits = node_db.traits_of(conn, [node["id"]])[node["id"]]
+            _with_links(conn, [node])
     body = views.node_body(req, node, traits=traits, conductor=state.rpc.owner(node), fields=fields)
     return common.redact(state, req, node, body)
 
@@ -300,7 +304,8 @@ def _list(state: BaremetalState, req: falcon.Request, resp: falcon.Response, *, 
 
 
 def show(state: BaremetalState, req: falcon.Request, resp: falcon.Response, node_ident: str) -> None:
-    node = common.find_node(state, req, node_ident)
+    # One statement for the node and its traits and links, one for the live conductors.
+    node = common.find_node(state, req, node_ident, shown=True)
     common.authorize(state, req, "baremetal:node:get", node)
     fields = views.parse_fields(req)
     send_json(resp, _full(state, req, node, fields))
