@@ -122,7 +122,11 @@ def test_openstacksdk_finds_every_service_from_the_catalog(cloud: Cloud, monkeyp
     conn = cloud.connect(monkeypatch)
     try:
         assert conn.placement.get_endpoint().rstrip("/") == cloud.process.url + "/placement"
-        assert [rp.name for rp in conn.placement.resource_providers()] == ["cloud-host"]
+        # The compute service reports its host on its own, after the server started.
+        deadline = time.monotonic() + 60
+        while not (providers := list(conn.placement.resource_providers())) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert [rp.name for rp in providers] == ["cloud-host"]
         node = conn.baremetal.create_node(driver="fake-hardware", name="sdk-node", resource_class="metal")
         assert conn.baremetal.get_node("sdk-node").id == node.id
         flavor = conn.compute.create_flavor(name="sdk-flavor", ram=128, vcpus=1, disk=1)
