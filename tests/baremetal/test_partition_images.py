@@ -35,7 +35,15 @@ from tests.baremetal.agent_support import (
 )
 from tests.baremetal.support import faultstring, wait_for, wait_for_state
 from tests.baremetal.test_agent import PAYLOAD, AgentServer, enroll, wait_settled
-from tests.baremetal.test_direct_deploy import FakeAgent, available, deploy_through
+# The same fake agent, image server and test machines as the direct deploy's tests.
+from tests.baremetal.test_direct_deploy import (  # noqa: F401 - fixtures
+    FakeAgent,
+    agent,
+    available,
+    deploy_through,
+    images,
+    machines,
+)
 from tests.baremetal.test_provisioning import provision
 from tests.support.databases import DatabaseFactory
 
@@ -56,22 +64,6 @@ def server(database_factory: DatabaseFactory, tmp_path: Path) -> Iterator[AgentS
                           deploy_callback_timeout=90)
     yield running
     running.stop()
-
-
-@pytest.fixture
-def agent() -> Iterator[FakeAgent]:
-    fake = FakeAgent()
-    yield fake
-    fake.stop()
-
-
-@pytest.fixture
-def images(tmp_path: Path) -> Iterator[ImageServer]:
-    directory = tmp_path / "images"
-    directory.mkdir()
-    served = ImageServer(directory)
-    yield served
-    served.stop()
 
 
 def set_instance_info(client: Any, name: str, **info: Any) -> None:
@@ -190,14 +182,6 @@ def test_a_boot_loader_the_agent_cannot_install_fails_the_deploy(server: AgentSe
 
 
 # ---------------------------------------------------------- the real agent
-
-
-@pytest.fixture
-def machines() -> Iterator[list[TestMachine]]:
-    made: list[TestMachine] = []
-    yield made
-    for machine in made:
-        machine.dispose()
 
 
 def _blkid(device: str) -> dict[str, str]:
