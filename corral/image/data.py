@@ -232,16 +232,18 @@ class Writer:
         except Exception as error:  # noqa: BLE001 - any failure ends the import; the image records it
             message = error.message if isinstance(error, ImageError) else str(error)
             LOG.warning("image %s: import failed: %s", image["id"], message)
+            after()
             self._end(image["id"], token, {"status": "queued", "staged_size": None},
                       properties=dict(image["properties"], os_glance_failed_import=self.store.store_id,
                                       os_glance_importing_to_stores=""))
-            after()
             return
+        # The staged copy goes before the image is active, so that a client
+        # seeing ``active`` never finds staged data left behind.
+        after()
         properties = dict(image["properties"], os_glance_failed_import="", os_glance_importing_to_stores="")
         values["staged_size"] = None
         if not self._end(image["id"], token, values, properties=properties):
             self.store.delete(values["location"])
-        after()
 
 
 def _check_md5(header: str | None, digest: str) -> None:
