@@ -212,7 +212,10 @@ def _mysql_after_handshake(engine: Engine, url: sa.URL, network: NetworkSettings
     # as libpq tunes PostgreSQL's) and by Liveness.
     keep_read, keep_write = "read_timeout" in url.query, "write_timeout" in url.query
 
-    @event.listens_for(engine, "connect")
+    # First among the connect listeners: the dialect's own (its first-use
+    # queries, the session's isolation level) run statements too, and a
+    # busy server must not fail them as if it were dead.
+    @event.listens_for(engine, "connect", insert=True)
     def _on_connect(dbapi_connection: Any, _record: Any) -> None:
         if not keep_read:
             dbapi_connection._read_timeout = None
@@ -318,7 +321,7 @@ def _create_sqlite_engine(parsed: sa.URL, busy_timeout: int, name: str | None = 
     if name is not None and not in_memory:
         metrics.watch_engine(engine, name, SQLITE_POOL_SIZE + SQLITE_MAX_OVERFLOW)
 
-    @event.listens_for(engine, "connect")
+    @event.listens_for(engine, "connect", insert=True)
     def _on_connect(dbapi_connection: Any, _record: Any) -> None:
         # Let SQLAlchemy (below) decide when transactions begin instead of
         # the sqlite3 module's implicit, deferred BEGIN.

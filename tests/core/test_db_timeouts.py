@@ -246,6 +246,34 @@ def test_a_long_statement_on_a_database_that_answers_is_left_alone(backend: str,
             limited.dispose()
 
 
+@pytest.mark.backends("mysql")
+def test_statements_on_a_new_mariadb_connection_are_not_bound_by_the_handshake_timeout(
+        database_factory: DatabaseFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The dialect's first-use queries and the session's isolation level run
+    # as each connection opens: a busy server answering them slowly is no dead server.
+    engine = create_engine(database_factory.new_url("handshake"), network=NetworkSettings(connect_timeout=1))
+    seen: list[tuple[str, object]] = []
+    initialize, set_isolation = engine.dialect.initialize, engine.dialect.set_isolation_level
+
+    def watched_initialize(connection: Any) -> None:
+        seen.append(("initialize", connection.connection.dbapi_connection._read_timeout))
+        initialize(connection)
+
+    def watched_isolation(dbapi_connection: Any, level: Any) -> None:
+        seen.append(("isolation", dbapi_connection._read_timeout))
+        set_isolation(dbapi_connection, level)
+
+    monkeypatch.setattr(engine.dialect, "initialize", watched_initialize)
+    monkeypatch.setattr(engine.dialect, "set_isolation_level", watched_isolation)
+    try:
+        with engine.connect() as conn:
+            assert conn.exec_driver_sql("SELECT 1").scalar() == 1
+    finally:
+        engine.dispose()
+    assert ("initialize", None) in seen and ("isolation", None) in seen
+    assert all(timeout is None for _, timeout in seen)
+
+
 @pytest.mark.backends("postgresql", "mysql")
 def test_a_healthy_healthcheck_costs_one_round_trip_per_database(
         database_factory: DatabaseFactory, proxy: TcpProxy, tmp_path: Path,
