@@ -162,6 +162,9 @@ def create_engine(
     args = {**connect_args(parsed, network), **kwargs.pop("connect_args", {})}
     if backend == "mysql" and parsed.query.get("charset") is None:
         parsed = parsed.update_query_dict({"charset": "utf8mb4"})
+    if backend == "mysql" and "poolclass" not in kwargs:
+        # See _reset_unless_ended.
+        kwargs["pool_reset_on_return"] = None
     engine = sa.create_engine(
         parsed,
         pool_size=pool_size,
@@ -182,6 +185,8 @@ def create_engine(
         liveness = Liveness(engine, _prober(engine, args), network.liveness_check_after, name=name)
     if backend == "mysql":
         _mysql_after_handshake(engine, parsed, network)
+        if kwargs.get("pool_reset_on_return", "rollback") is None:
+            _reset_unless_ended(engine)
     _watch_checkouts(engine, liveness, ping_idle)
     if metered:
         assert name is not None
@@ -222,6 +227,66 @@ def _mysql_after_handshake(engine: Engine, url: sa.URL, network: NetworkSettings
         if not keep_write:
             dbapi_connection._write_timeout = None
         _tune_keepalive(getattr(dbapi_connection, "_sock", None), network)
+
+
+# PyMySQL's status flag for "a transaction is open", as of the server's last OK.
+_MYSQL_IN_TRANSACTION = 1
+
+
+def _reset_unless_ended(engine: Engine) -> None:
+    """A connection returned to the pool just after its COMMIT or ROLLBACK is not rolled back again.
+
+    The pool ends whatever a returned connection left open with a
+    ROLLBACK.  SQLAlchemy skips it when the connection's transaction was
+    rolled back as the connection closed, not after a commit or an
+    earlier rollback; psycopg answers such a rollback itself when
+    nothing is open, PyMySQL sends it: a round trip on every write.  So
+    on MariaDB and MySQL the reset is this: the ROLLBACK is sent unless
+    the last thing done on the connection since it was handed out was a
+    commit or rollback that succeeded.  An error, or a statement run
+    outside a transaction of the Connection's (the driver's own cursor
+    after a commit, say), makes it sent.
+    """
+
+    def mark(conn: Connection, ended: bool) -> None:
+        # (Asking an invalidated Connection for its connection would reconnect.)
+        if not (conn.invalidated or conn.closed):
+            conn.connection.info["ended"] = ended
+
+    @event.listens_for(engine, "checkout")
+    def _on_checkout(_dbapi_connection: Any, record: Any, _proxy: Any) -> None:
+        record.info["ended"] = False
+
+    @event.listens_for(engine, "begin")
+    def _on_begin(conn: Connection) -> None:
+        mark(conn, False)
+
+    # Both run before the statement is sent: one that fails goes through handle_error.
+    @event.listens_for(engine, "commit")
+    def _on_commit(conn: Connection) -> None:
+        mark(conn, True)
+
+    @event.listens_for(engine, "rollback")
+    def _on_rollback(conn: Connection) -> None:
+        mark(conn, True)
+
+    @event.listens_for(engine, "handle_error")
+    def _on_error(context: Any) -> None:
+        if context.connection is not None:
+            mark(context.connection, False)
+
+    @event.listens_for(engine, "reset")
+    def _on_reset(dbapi_connection: Any, record: Any, state: Any) -> None:
+        if state.transaction_was_reset:
+            return
+        ended = record is not None and record.info.get("ended")
+        # And the driver agrees: no statement ran since (PyMySQL keeps the
+        # last statement's result, not a COMMIT's), none left a transaction open.
+        quiet = getattr(dbapi_connection, "_result", "unknown") is None
+        open_after = getattr(dbapi_connection, "server_status", None)
+        if ended and quiet and open_after is not None and not open_after & _MYSQL_IN_TRANSACTION:
+            return
+        dbapi_connection.rollback()
 
 
 def _tune_keepalive(sock: socket.socket | None, network: NetworkSettings) -> None:
