@@ -50,7 +50,10 @@ def measurements(request: pytest.FixtureRequest) -> dict[str, Any]:
     return request.config.stash.setdefault(MEASUREMENTS, {})
 
 
-@pytest.fixture(scope="session")
+# Started for the first test of this directory and torn down after its last
+# one: its hosts' heartbeats and health checks need not run beside the rest of
+# the suite (the lab's tests run together, on one worker: tests/conftest.py).
+@pytest.fixture(scope="package")
 def lab(measurements: dict[str, Any]) -> Iterator[Lab]:
     reason = _unavailable()
     if reason is not None:
