@@ -162,9 +162,9 @@ def create_engine(
     args = {**connect_args(parsed, network), **kwargs.pop("connect_args", {})}
     if backend == "mysql" and parsed.query.get("charset") is None:
         parsed = parsed.update_query_dict({"charset": "utf8mb4"})
-    if backend == "mysql" and "poolclass" not in kwargs:
+    if backend == "mysql":
         # See _reset_unless_ended.
-        kwargs["pool_reset_on_return"] = None
+        kwargs.setdefault("pool_reset_on_return", None)
     engine = sa.create_engine(
         parsed,
         pool_size=pool_size,

@@ -30,14 +30,16 @@ class Proxied:
     direct_url: str
 
 
-@pytest.fixture
-def database(database_factory: DatabaseFactory) -> Iterator[Proxied]:
+# A pool class of the caller's own, as the metrics' metered pool is.
+@pytest.fixture(params=["default pool", "pool class given"])
+def database(request: pytest.FixtureRequest, database_factory: DatabaseFactory) -> Iterator[Proxied]:
     url = database_factory.new_url("reset")
+    pool = {"poolclass": sa.pool.QueuePool} if request.param == "pool class given" else {}
     target = sa.engine.make_url(SERVER_URLS["mysql"])
     proxy = TcpProxy(target.host or "127.0.0.1", target.port or 0)
     through = sa.engine.make_url(url).set(port=proxy.port).render_as_string(hide_password=False)
     # (No ping before a use after a pause: the counts are the statements'.)
-    db = Database(create_engine(through, pool_size=1, max_overflow=0, ping_idle=False))
+    db = Database(create_engine(through, pool_size=1, max_overflow=0, ping_idle=False, **pool))
     db.write(lambda conn: conn.exec_driver_sql("CREATE TABLE t (a INT PRIMARY KEY)"))
     db.write(lambda conn: conn.exec_driver_sql("INSERT INTO t VALUES (1)"))
     yield Proxied(db, proxy, url)
