@@ -162,9 +162,8 @@ def create_engine(
     args = {**connect_args(parsed, network), **kwargs.pop("connect_args", {})}
     if backend == "mysql" and parsed.query.get("charset") is None:
         parsed = parsed.update_query_dict({"charset": "utf8mb4"})
-    if backend == "mysql":
-        # See _reset_unless_ended.
-        kwargs.setdefault("pool_reset_on_return", None)
+    # See _reset_unless_ended (a caller's own pool_reset_on_return wins).
+    reset_unless_ended = backend == "mysql" and kwargs.setdefault("pool_reset_on_return", None) is None
     engine = sa.create_engine(
         parsed,
         pool_size=pool_size,
@@ -185,8 +184,8 @@ def create_engine(
         liveness = Liveness(engine, _prober(engine, args), network.liveness_check_after, name=name)
     if backend == "mysql":
         _mysql_after_handshake(engine, parsed, network)
-        if kwargs.get("pool_reset_on_return", "rollback") is None:
-            _reset_unless_ended(engine)
+    if reset_unless_ended:
+        _reset_unless_ended(engine)
     _watch_checkouts(engine, liveness, ping_idle)
     if metered:
         assert name is not None
